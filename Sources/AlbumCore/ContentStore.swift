@@ -1,0 +1,102 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The content directory: one file per asset, named after the asset's id in
+/// fan-out directories (`content/7f/000000000000047f`), never after a user's
+/// name, so no name can reach outside the store.
+public struct ContentStore: Sendable {
+    public let directory: String
+
+    public init(directory: String) { self.directory = directory }
+
+    /// 256 fan-out directories by the id's low byte, so sequential ids spread evenly.
+    public func fanOutName(of id: NodeID) -> String { hex(id & 0xff, width: 2) }
+
+    public func path(of id: NodeID) -> String {
+        "\(directory)/\(fanOutName(of: id))/\(hex(id, width: 16))"
+    }
+
+    /// Parses a content file's name back into its id (nil: not one of ours).
+    public static func id(fromFileName name: String) -> NodeID? {
+        guard name.utf8.count == 16 else { return nil }
+        return NodeID(name, radix: 16)
+    }
+
+    /// Creates the directory and its fan-out subdirectories in a new store.
+    func createLayout() throws(LibraryError) {
+        try makeDirectory(directory)
+        for byte in 0..<256 {
+            try makeDirectory("\(directory)/\(hex(UInt64(byte), width: 2))")
+        }
+    }
+
+    private func makeDirectory(_ path: String) throws(LibraryError) {
+        if mkdir(path, 0o700) != 0 && errno != EEXIST { throw LibraryError(errno: errno) }
+    }
+
+    /// Creates an empty content file for a new asset.
+    func create(_ id: NodeID) throws(LibraryError) {
+        let fd = try syscall { Glibc.open(path(of: id), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+        close(fd)
+    }
+
+    /// Opens an asset's data for reading and writing.
+    public func open(_ id: NodeID, writable: Bool) throws(LibraryError) -> Int32 {
+        let flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC
+        return try syscall { Glibc.open(path(of: id), flags) }
+    }
+
+    func truncate(_ id: NodeID, to size: Int64) throws(LibraryError) {
+        try syscall { Glibc.truncate(path(of: id), off_t(size)) }
+    }
+
+    /// Frees an asset's data. Missing data is not an error: the row is what counts.
+    func remove(_ id: NodeID) {
+        unlink(path(of: id))
+    }
+
+    /// The size of an asset's data on disk, or nil when the file is missing.
+    public func size(of id: NodeID) -> Int64? {
+        var info = stat()
+        guard lstat(path(of: id), &info) == 0 else { return nil }
+        return Int64(info.st_size)
+    }
+
+    /// Calls `body` with the id and size of every content file; names that are
+    /// not ids are reported with a nil id.
+    public func forEachFile(_ body: (_ path: String, _ id: NodeID?, _ size: Int64) -> Void) throws(LibraryError) {
+        for sub in try entries(of: directory) {
+            let subPath = "\(directory)/\(sub)"
+            guard let names = try? entries(of: subPath) else {
+                body(subPath, nil, 0)
+                continue
+            }
+            for name in names {
+                let filePath = "\(subPath)/\(name)"
+                var info = stat()
+                let size = lstat(filePath, &info) == 0 ? Int64(info.st_size) : 0
+                let id = Self.id(fromFileName: name).flatMap { fanOutName(of: $0) == sub ? $0 : nil }
+                body(filePath, id, size)
+            }
+        }
+    }
+
+    private func entries(of path: String) throws(LibraryError) -> [String] {
+        guard let dir = opendir(path) else { throw LibraryError(errno: errno) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+}
+
+func hex(_ value: UInt64, width: Int) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: max(0, width - digits.count)) + digits
+}

@@ -1,0 +1,128 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import SQLiteKit
+
+/// Checks a store's database against its content directory: one pass over
+/// each, compared through hash sets (O(m+n)). Run on a store no daemon holds.
+public struct StoreChecker {
+    public struct Problem: Sendable, CustomStringConvertible {
+        public let description: String
+        /// What `--repair` does about it, or nil when it cannot without losing data.
+        public let repair: String?
+    }
+
+    public let location: StoreLocation
+    public init(location: StoreLocation) { self.location = location }
+
+    /// Finds problems and, when `repair` is set, fixes those that lose no user data.
+    public func check(repair: Bool) throws(LibraryError) -> [Problem] {
+        let lock = try StoreLock(location: location)
+        defer { withExtendedLifetime(lock) {} }
+        guard access(location.databasePath, F_OK) == 0 else {
+            throw .unusableStore("the store \(location.root) has no database \(location.databasePath)")
+        }
+        do {
+            let db = try Database(path: location.databasePath, mode: repair ? .readWrite : .readOnly)
+            return try run(db, repair: repair)
+        } catch let error as LibraryError {
+            throw error
+        } catch let error as SQLiteError {
+            throw .unusableStore("cannot read the store's database: \(error.message)")
+        } catch {
+            throw .unusableStore("cannot check the store: \(error)")
+        }
+    }
+
+    private struct AssetRow { let size: Int64; var rollEntries = 0 }
+
+    private func run(_ db: Database, repair: Bool) throws -> [Problem] {
+        var problems: [Problem] = []
+        let version = try Migrator.version(of: db)
+        guard version == Schema.migrator.latestVersion else {
+            return [Problem(description: "schema version \(version), this albumfs knows \(Schema.migrator.latestVersion) (mount migrates an older store)", repair: nil)]
+        }
+        let integrity = try db.statement("PRAGMA quick_check")
+        while try integrity.step() {
+            let message = integrity.text(0)
+            if message != "ok" { problems.append(Problem(description: "database: \(message)", repair: nil)) }
+        }
+
+        // Pass 1: the database.
+        var assets: [NodeID: AssetRow] = [:]
+        let nodes = try db.statement("SELECT id, size FROM nodes WHERE kind = \(NodeKind.asset.rawValue)")
+        while try nodes.step() {
+            assets[NodeID(bitPattern: nodes.int64(0))] = AssetRow(size: nodes.int64(1))
+        }
+        let dangling = try db.statement("""
+            SELECT e.parent, e.child FROM entries e LEFT JOIN nodes n ON n.id = e.child WHERE n.id IS NULL
+            """)
+        var danglingEntries: [(NodeID, NodeID)] = []
+        while try dangling.step() {
+            danglingEntries.append((NodeID(bitPattern: dangling.int64(0)), NodeID(bitPattern: dangling.int64(1))))
+        }
+        for (parent, child) in danglingEntries {
+            problems.append(Problem(description: "directory \(parent) has an entry for node \(child), which does not exist",
+                                    repair: "remove the entry"))
+        }
+        let rollEntries = try db.statement("SELECT child FROM entries WHERE parent = \(FixedNode.cameraRoll)")
+        while try rollEntries.step() {
+            assets[NodeID(bitPattern: rollEntries.int64(0))]?.rollEntries += 1
+        }
+        var withoutRollEntry: [NodeID] = []
+        for (id, row) in assets where row.rollEntries != 1 {
+            if row.rollEntries == 0 {
+                withoutRollEntry.append(id)
+                problems.append(Problem(description: "asset \(id) has no entry in the Camera Roll",
+                                        repair: "add it to the Camera Roll as recovered-\(id)"))
+            } else {
+                problems.append(Problem(description: "asset \(id) is in the Camera Roll \(row.rollEntries) times", repair: nil))
+            }
+        }
+
+        // Pass 2: the content directory.
+        let content = ContentStore(directory: location.contentPath)
+        var seen = Set<NodeID>()
+        var orphans: [String] = []
+        try content.forEachFile { path, id, size in
+            guard let id, let row = assets[id] else {
+                orphans.append(path)
+                problems.append(Problem(description: "content file \(path) belongs to no asset",
+                                        repair: "move it to \(location.root)/lost+found"))
+                return
+            }
+            seen.insert(id)
+            if size != row.size {
+                problems.append(Problem(description: "asset \(id) records \(row.size) bytes but its data has \(size)", repair: nil))
+            }
+        }
+        for id in assets.keys where !seen.contains(id) {
+            problems.append(Problem(description: "asset \(id) has no data (\(content.path(of: id)) is missing)", repair: nil))
+        }
+
+        if repair {
+            try db.transaction {
+                for (parent, child) in danglingEntries {
+                    try db.statement("DELETE FROM entries WHERE parent = ?1 AND child = ?2").bind(.int(parent), .int(child)).run()
+                }
+                for id in withoutRollEntry {
+                    let name = try db.freeName(in: FixedNode.cameraRoll, for: Array("recovered-\(id)".utf8))
+                    try db.insertEntry(FixedNode.cameraRoll, name, id)
+                }
+            }
+            try moveToLostAndFound(orphans)
+        }
+        return problems
+    }
+
+    private func moveToLostAndFound(_ paths: [String]) throws {
+        guard !paths.isEmpty else { return }
+        let lostAndFound = location.root + "/lost+found"
+        if mkdir(lostAndFound, 0o700) != 0 && errno != EEXIST { throw LibraryError(errno: errno) }
+        for path in paths {
+            let name = path.split(separator: "/").last.map(String.init) ?? "orphan"
+            let destination = "\(lostAndFound)/\(name)-\(currentTime())"
+            if Glibc.rename(path, destination) != 0 { throw LibraryError(errno: errno) }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An open asset: the descriptor of its content file. One per FUSE open.
+public final class OpenFile: Sendable {
+    public let id: NodeID
+    public let descriptor: Int32
+    public let isWritable: Bool
+
+    init(id: NodeID, descriptor: Int32, isWritable: Bool) {
+        self.id = id
+        self.descriptor = descriptor
+        self.isWritable = isWritable
+    }
+}
+
+/// File data: open, read, write, flush, fsync, release.
+extension Library {
+    public func open(_ id: NodeID, writable: Bool, truncate: Bool) throws(LibraryError) -> OpenFile {
+        if writable && isReadOnly { throw .readOnly }
+        var attributes = try attributes(of: id)
+        guard attributes.kind == .asset else { throw .isDirectory }
+        if truncate && attributes.size != 0 {
+            attributes = try setAttributes(id, AttributeChanges(size: 0))
+        }
+        let descriptor = try content.open(id, writable: writable)
+        openFiles.opened(attributes)
+        return OpenFile(id: id, descriptor: descriptor, isWritable: writable)
+    }
+
+    /// Reads up to `count` bytes at `offset` into `buffer`; returns how many.
+    public func read(_ file: OpenFile, into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws(LibraryError) -> Int {
+        try syscall { pread(file.descriptor, buffer, count, off_t(offset)) }
+    }
+
+    /// Writes `count` bytes at `offset`. No database work: the new size and
+    /// times are kept in memory until the flush.
+    public func write(_ file: OpenFile, from buffer: UnsafeRawPointer, count: Int, at offset: Int64) throws(LibraryError) -> Int {
+        if isReadOnly { throw .readOnly }
+        var written = 0
+        while written < count {
+            let n = try syscall { pwrite(file.descriptor, buffer + written, count - written, off_t(offset) + off_t(written)) }
+            if n == 0 { throw .io(EIO) }
+            written += n
+        }
+        openFiles.wrote(file.id, endingAt: offset + Int64(count), now: currentTime())
+        return written
+    }
+
+    /// Commits the size and times that writes changed. Runs at FLUSH (every
+    /// close), so a closed file's metadata survives a killed daemon.
+    public func flush(_ file: OpenFile) throws(LibraryError) {
+        guard let snapshot = openFiles.dirtySnapshot(file.id) else { return }
+        let a = snapshot.attributes
+        try write { db in
+            try db.writeContentState(a.id, size: a.size, modified: a.modificationTime, changed: a.changeTime)
+        }
+        openFiles.committed(snapshot)
+    }
+
+    /// Makes the file's data and metadata durable against power loss.
+    public func synchronize(_ file: OpenFile, dataOnly: Bool) throws(LibraryError) {
+        try syscall { dataOnly ? fdatasync(file.descriptor) : fsync(file.descriptor) }
+        if !isReadOnly {
+            try flush(file)
+            try synchronizeDatabase()
+        }
+    }
+
+    /// Syncs the WAL, so every committed transaction survives a power loss
+    /// (the connection runs with synchronous=NORMAL, which does not).
+    public func synchronizeDatabase() throws(LibraryError) {
+        let wal = Glibc.open(location.walPath, O_RDONLY | O_CLOEXEC)
+        guard wal >= 0 else { return }  // no WAL: everything is in the main file
+        defer { close(wal) }
+        try syscall { fsync(wal) }
+    }
+
+    /// The last close of a handle: commit what is left and drop the descriptor.
+    public func release(_ file: OpenFile) throws(LibraryError) {
+        defer {
+            close(file.descriptor)
+            openFiles.closed(file.id)
+        }
+        if file.isWritable { try flush(file) }
+    }
+}

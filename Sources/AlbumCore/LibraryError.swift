@@ -1,0 +1,47 @@
+import SQLiteKit
+
+/// Every way a library operation can fail. The FUSE adapter maps these to errno
+/// in exactly one place; the commands turn them into one-line messages.
+public enum LibraryError: Error, Equatable, Sendable {
+    case notFound
+    case exists
+    case notEmpty
+    case notDirectory
+    case isDirectory
+    /// The operation makes no sense for this node (EPERM): a fixed directory, a
+    /// file in `Albums/`, a symlink…
+    case notPermitted
+    case invalidArgument
+    case nameTooLong
+    case readOnly
+    case noSpace
+    case noAttribute
+    case attributeNotSupported
+    case rangeTooSmall
+    case valueTooLarge
+    /// The store cannot be used: the text says why, in one line.
+    case unusableStore(String)
+    case io(Int32)
+    case database(code: Int32, message: String)
+
+    /// Turns a SQLite failure into the domain error it means.
+    public init(_ error: SQLiteError) {
+        if error.isDiskFull { self = .noSpace }
+        else if error.isReadOnly { self = .readOnly }
+        else { self = .database(code: error.code, message: error.message) }
+    }
+}
+
+/// Runs a store operation and gives every thrown error the domain type.
+@inline(__always)
+func mappingErrors<T>(_ body: () throws -> T) throws(LibraryError) -> T {
+    do {
+        return try body()
+    } catch let error as LibraryError {
+        throw error
+    } catch let error as SQLiteError {
+        throw LibraryError(error)
+    } catch {
+        throw LibraryError.io(5)
+    }
+}

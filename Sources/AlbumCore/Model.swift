@@ -1,0 +1,127 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A node's id: an asset's id, an album's or a fixed directory's. It is the
+/// `st_ino` and the FUSE node id, stable across remounts and never reused.
+public typealias NodeID = UInt64
+
+/// What a node is. Stored as its raw value; never renumber.
+public enum NodeKind: Int, Sendable {
+    case root = 0
+    case cameraRoll = 1
+    case albumsRoot = 2
+    case album = 4
+    case asset = 5
+
+    public var isDirectory: Bool { self != .asset }
+    /// Fixed directories are created with the store and can never be removed or renamed.
+    public var isFixed: Bool { self == .root || self == .cameraRoll || self == .albumsRoot }
+    /// Directories that may hold albums and, for albums, asset entries.
+    public var holdsAlbums: Bool { self == .albumsRoot || self == .album }
+}
+
+/// The fixed directories' ids and names.
+public enum FixedNode {
+    public static let root: NodeID = 1
+    public static let cameraRoll: NodeID = 2
+    public static let albumsRoot: NodeID = 3
+    /// User nodes start above this, leaving room for fixed directories to come.
+    static let lastReservedID: NodeID = 16
+
+    public static let cameraRollName: Name = Array("Camera Roll".utf8)
+    public static let albumsRootName: Name = Array("Albums".utf8)
+}
+
+/// Nanoseconds since the Unix epoch.
+public typealias Nanoseconds = Int64
+
+public struct Attributes: Sendable, Equatable {
+    public var id: NodeID
+    public var kind: NodeKind
+    /// Permission bits only (07777); the file type follows from `kind`.
+    public var mode: UInt32
+    public var uid: UInt32
+    public var gid: UInt32
+    public var size: Int64
+    public var linkCount: Int
+    public var accessTime: Nanoseconds
+    public var modificationTime: Nanoseconds
+    public var changeTime: Nanoseconds
+}
+
+/// One entry of a directory listing with its node's attributes, so a
+/// readdirplus needs no further query. `cookie` resumes the listing after it.
+public struct DirectoryEntry: Sendable {
+    public let name: Name
+    public let attributes: Attributes
+    public let cookie: Int64
+}
+
+/// What a caller asks setattr to change; nil fields stay as they are.
+public struct AttributeChanges: Sendable {
+    public var mode: UInt32?
+    public var uid: UInt32?
+    public var gid: UInt32?
+    public var size: Int64?
+    public var accessTime: TimeChange?
+    public var modificationTime: TimeChange?
+
+    public enum TimeChange: Sendable, Equatable {
+        case now
+        case set(Nanoseconds)
+    }
+
+    public init(mode: UInt32? = nil, uid: UInt32? = nil, gid: UInt32? = nil, size: Int64? = nil,
+                accessTime: TimeChange? = nil, modificationTime: TimeChange? = nil) {
+        self.mode = mode; self.uid = uid; self.gid = gid; self.size = size
+        self.accessTime = accessTime; self.modificationTime = modificationTime
+    }
+}
+
+/// Who is asking, for the owner of what they create.
+public struct Caller: Sendable {
+    public let uid: UInt32
+    public let gid: UInt32
+    public init(uid: UInt32, gid: UInt32) { self.uid = uid; self.gid = gid }
+}
+
+/// What an operation changed beyond the entry the request named, so the FUSE
+/// layer can tell the kernel to drop what it cached.
+public struct ChangeSet: Sendable, Equatable {
+    public struct EntryName: Sendable, Hashable {
+        public let directory: NodeID
+        public let name: Name
+    }
+    public private(set) var entries: [EntryName] = []
+    public private(set) var nodes: [NodeID] = []
+
+    public init() {}
+
+    mutating func entry(_ directory: NodeID, _ name: Name) {
+        entries.append(EntryName(directory: directory, name: name))
+    }
+    mutating func node(_ id: NodeID) {
+        if !nodes.contains(id) { nodes.append(id) }
+    }
+    mutating func merge(_ other: ChangeSet) {
+        entries += other.entries
+        for id in other.nodes { node(id) }
+    }
+    public var isEmpty: Bool { entries.isEmpty && nodes.isEmpty }
+}
+
+public struct FilesystemStatistics: Sendable {
+    public var blockSize: UInt
+    public var blocks: UInt64
+    public var freeBlocks: UInt64
+    public var availableBlocks: UInt64
+    public var files: UInt64
+    public var freeFiles: UInt64
+}
+
+public func currentTime() -> Nanoseconds {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+}

@@ -1,0 +1,80 @@
+/// A directory-entry name: raw bytes, never normalised or case-folded, because
+/// invalid UTF-8 must round-trip byte for byte.
+public typealias Name = [UInt8]
+
+public enum Names {
+    /// Linux's NAME_MAX.
+    public static let maxLength = 255
+
+    /// Checks that `name` can be stored: 1…255 bytes, no `/` or NUL, not `.`/`..`.
+    public static func validate(_ name: Name) throws(LibraryError) {
+        if name.count > maxLength { throw .nameTooLong }
+        if name.isEmpty || name == [0x2e] || name == [0x2e, 0x2e] { throw .invalidArgument }
+        if name.contains(0x2f) || name.contains(0) { throw .invalidArgument }
+    }
+
+    /// The extension starts at the last `.` that is not the first byte.
+    static func splitExtension(_ name: Name) -> (stem: ArraySlice<UInt8>, ext: ArraySlice<UInt8>) {
+        if let dot = name.lastIndex(of: 0x2e), dot > 0 {
+            return (name[..<dot], name[dot...])
+        }
+        return (name[...], [])
+    }
+
+    /// The `(n)` form of `name`: `IMG_1.JPG` → `IMG_1 (2).JPG`, `a.tar.gz` → `a.tar (2).gz`,
+    /// `.hidden` → `.hidden (2)`. When the result would pass 255 bytes the stem is
+    /// shortened at a UTF-8 character boundary (or anywhere where it is not UTF-8).
+    public static func numbered(_ name: Name, _ n: Int) -> Name {
+        let (stem, ext) = splitExtension(name)
+        let counter = Array(" (\(n))".utf8)
+        let room = maxLength - counter.count - ext.count
+        var stemBytes = Array(stem)
+        if stemBytes.count > room {
+            stemBytes = truncate(stemBytes, toAtMost: max(room, 0))
+        }
+        return stemBytes + counter + Array(ext)
+    }
+
+    /// Whether `candidate` is `base` itself or one of its `(n)` forms (n ≥ 2, no leading zeros).
+    public static func isSameOrNumbered(_ candidate: Name, of base: Name) -> Bool {
+        if candidate == base { return true }
+        guard let n = counter(in: candidate, base: base) else { return false }
+        return numbered(base, n) == candidate
+    }
+
+    /// Reads n out of `stem (n).ext` when the extension matches base's.
+    private static func counter(in candidate: Name, base: Name) -> Int? {
+        let ext = splitExtension(base).ext
+        guard candidate.count > ext.count + 4, candidate.suffix(ext.count).elementsEqual(ext) else { return nil }
+        let beforeExt = candidate.dropLast(ext.count)
+        guard beforeExt.last == 0x29, let open = beforeExt.lastIndex(of: 0x28) else { return nil }
+        let digits = beforeExt[(open + 1)..<(beforeExt.endIndex - 1)]
+        guard let first = digits.first, first != 0x30, digits.count <= 9,
+              digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        let n = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        return n >= 2 ? n : nil
+    }
+
+    /// Cuts `bytes` to at most `limit` bytes without splitting a valid UTF-8
+    /// sequence; where the bytes at the cut are not valid UTF-8, cuts at the byte.
+    static func truncate(_ bytes: [UInt8], toAtMost limit: Int) -> [UInt8] {
+        guard bytes.count > limit else { return bytes }
+        var lead = limit
+        while lead > 0, limit - lead < 3, bytes[lead] & 0xC0 == 0x80 { lead -= 1 }
+        if lead < limit, let length = sequenceLength(lead: bytes[lead]),
+           lead + length > limit, lead + length <= bytes.count,
+           bytes[(lead + 1)..<(lead + length)].allSatisfy({ $0 & 0xC0 == 0x80 }) {
+            return Array(bytes[..<lead])
+        }
+        return Array(bytes[..<limit])
+    }
+
+    private static func sequenceLength(lead: UInt8) -> Int? {
+        switch lead {
+        case 0xC2...0xDF: return 2
+        case 0xE0...0xEF: return 3
+        case 0xF0...0xF4: return 4
+        default: return nil
+        }
+    }
+}

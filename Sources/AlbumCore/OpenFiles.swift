@@ -1,0 +1,108 @@
+import Synchronization
+
+/// The size and times of assets that are open for writing, kept in memory so
+/// writes need no database work. `flush` commits them.
+///
+/// Why this exists: `close()` returns before the kernel's RELEASE reaches the
+/// daemon, so getattr and setattr must see the newest size and times at once,
+/// and a late release must never overwrite a newer setattr. Both read and
+/// update this one table.
+final class OpenFiles: Sendable {
+    struct LiveFile {
+        var openCount: Int
+        var attributes: Attributes
+        var dirty = false
+        /// Bumped by every write, so a flush only marks clean what it committed.
+        var generation: UInt64 = 0
+    }
+
+    private let files = Mutex<[NodeID: LiveFile]>([:])
+
+    func opened(_ attributes: Attributes) {
+        files.withLock { files in
+            if files[attributes.id] != nil {
+                files[attributes.id]!.openCount += 1
+            } else {
+                files[attributes.id] = LiveFile(openCount: 1, attributes: attributes)
+            }
+        }
+    }
+
+    /// Drops one open; returns true when it was the last.
+    @discardableResult
+    func closed(_ id: NodeID) -> Bool {
+        files.withLock { files in
+            guard var file = files[id] else { return true }
+            file.openCount -= 1
+            if file.openCount <= 0 {
+                files[id] = nil
+                return true
+            }
+            files[id] = file
+            return false
+        }
+    }
+
+    /// Records a write of `count` bytes at `offset`.
+    func wrote(_ id: NodeID, endingAt end: Int64, now: Nanoseconds) {
+        files.withLock { files in
+            guard var file = files[id] else { return }
+            file.attributes.size = max(file.attributes.size, end)
+            file.attributes.modificationTime = now
+            file.attributes.changeTime = now
+            file.dirty = true
+            file.generation &+= 1
+            files[id] = file
+        }
+    }
+
+    /// `stored` with the live size and times of an open file laid over it.
+    func overlay(_ stored: Attributes) -> Attributes {
+        guard stored.kind == .asset else { return stored }
+        return files.withLock { files in
+            guard let live = files[stored.id]?.attributes else { return stored }
+            var result = stored
+            result.size = live.size
+            result.modificationTime = live.modificationTime
+            result.changeTime = live.changeTime
+            return result
+        }
+    }
+
+    /// The last attributes of an open file whose row is gone (deleted while open).
+    func lastKnown(_ id: NodeID) -> Attributes? {
+        files.withLock { files in
+            guard var attributes = files[id]?.attributes else { return nil }
+            attributes.linkCount = 0
+            return attributes
+        }
+    }
+
+    /// Takes a setattr's result as the live state (it was committed with it).
+    func replace(with attributes: Attributes) {
+        files.withLock { files in
+            files[attributes.id]?.attributes = attributes
+        }
+    }
+
+    struct Snapshot {
+        let attributes: Attributes
+        let generation: UInt64
+    }
+
+    /// The state to commit, if anything changed since the last commit.
+    func dirtySnapshot(_ id: NodeID) -> Snapshot? {
+        files.withLock { files in
+            guard let file = files[id], file.dirty else { return nil }
+            return Snapshot(attributes: file.attributes, generation: file.generation)
+        }
+    }
+
+    func committed(_ snapshot: Snapshot) {
+        files.withLock { files in
+            if let file = files[snapshot.attributes.id], file.generation == snapshot.generation {
+                files[snapshot.attributes.id]!.dirty = false
+            }
+        }
+    }
+}

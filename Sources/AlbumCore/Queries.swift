@@ -1,0 +1,217 @@
+import SQLiteKit
+
+/// Every SQL statement the library runs, as small typed functions on a
+/// connection. Callers hold the library's database lock.
+extension Database {
+    /// Attribute columns of node `n`, link count included: 1 + albums for an
+    /// asset, 2 + sub-directories for a directory (the roll has none).
+    static let attributeColumns = """
+        n.id, n.kind, n.mode, n.uid, n.gid, n.size, n.atime, n.mtime, n.ctime,
+        CASE n.kind
+            WHEN 5 THEN (SELECT count(*) FROM entries l WHERE l.child = n.id)
+            WHEN 1 THEN 2
+            ELSE 2 + (SELECT count(*) FROM nodes d WHERE d.parent = n.id)
+        END
+        """
+
+    func attributes(of id: NodeID) throws -> Attributes? {
+        let statement = try self.statement("SELECT \(Self.attributeColumns) FROM nodes n WHERE n.id = ?1")
+        try statement.bind(.int(id))
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return Self.decodeAttributes(statement, from: 0)
+    }
+
+    static func decodeAttributes(_ row: Statement, from first: Int32) -> Attributes {
+        Attributes(
+            id: NodeID(bitPattern: row.int64(first)),
+            kind: NodeKind(rawValue: row.int(first + 1)) ?? .asset,
+            mode: UInt32(truncatingIfNeeded: row.int64(first + 2)),
+            uid: UInt32(truncatingIfNeeded: row.int64(first + 3)),
+            gid: UInt32(truncatingIfNeeded: row.int64(first + 4)),
+            size: row.int64(first + 5),
+            linkCount: row.int(first + 9),
+            accessTime: row.int64(first + 6),
+            modificationTime: row.int64(first + 7),
+            changeTime: row.int64(first + 8))
+    }
+
+    func lookup(_ parent: NodeID, _ name: Name) throws -> Attributes? {
+        let statement = try self.statement("""
+            SELECT \(Self.attributeColumns) FROM entries e JOIN nodes n ON n.id = e.child
+            WHERE e.parent = ?1 AND e.name = ?2
+            """)
+        try statement.bind(.int(parent), .blob(name))
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return Self.decodeAttributes(statement, from: 0)
+    }
+
+    /// Up to `limit` entries of `directory` whose row id is above `afterRow`, in row-id order.
+    func listing(_ directory: NodeID, afterRow: Int64, limit: Int) throws -> [(row: Int64, name: Name, attributes: Attributes)] {
+        let statement = try self.statement("""
+            SELECT e.rowid, e.name, \(Self.attributeColumns)
+            FROM entries e JOIN nodes n ON n.id = e.child
+            WHERE e.parent = ?1 AND e.rowid > ?2 ORDER BY e.rowid LIMIT ?3
+            """)
+        try statement.bind(.int(directory), .int(afterRow), .int(limit))
+        var rows: [(Int64, Name, Attributes)] = []
+        while try statement.step() {
+            rows.append((statement.int64(0), statement.blob(1), Self.decodeAttributes(statement, from: 2)))
+        }
+        return rows
+    }
+
+    func kind(of id: NodeID) throws -> NodeKind? {
+        let statement = try self.statement("SELECT kind FROM nodes WHERE id = ?1")
+        try statement.bind(.int(id))
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return NodeKind(rawValue: statement.int(0))
+    }
+
+    func child(of parent: NodeID, named name: Name) throws -> NodeID? {
+        let statement = try self.statement("SELECT child FROM entries WHERE parent = ?1 AND name = ?2")
+        try statement.bind(.int(parent), .blob(name))
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return NodeID(bitPattern: statement.int64(0))
+    }
+
+    /// The name under which `directory` holds `child`, if it does.
+    func name(of child: NodeID, in directory: NodeID) throws -> Name? {
+        let statement = try self.statement("SELECT name FROM entries WHERE child = ?1 AND parent = ?2")
+        try statement.bind(.int(child), .int(directory))
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return statement.blob(0)
+    }
+
+    /// Every (directory, name) that shows `child`.
+    func entries(of child: NodeID) throws -> [(directory: NodeID, name: Name)] {
+        let statement = try self.statement("SELECT parent, name FROM entries WHERE child = ?1")
+        try statement.bind(.int(child))
+        var result: [(NodeID, Name)] = []
+        while try statement.step() {
+            result.append((NodeID(bitPattern: statement.int64(0)), statement.blob(1)))
+        }
+        return result
+    }
+
+    func hasEntries(_ directory: NodeID) throws -> Bool {
+        let statement = try self.statement("SELECT 1 FROM entries WHERE parent = ?1 LIMIT 1")
+        try statement.bind(.int(directory))
+        let found = try statement.step()
+        statement.reset()
+        return found
+    }
+
+    /// The directory that holds directory `id` (nil for the root).
+    func parent(ofDirectory id: NodeID) throws -> NodeID? {
+        let statement = try self.statement("SELECT parent FROM nodes WHERE id = ?1")
+        try statement.bind(.int(id))
+        guard try statement.step(), !statement.isNull(0) else { return nil }
+        defer { statement.reset() }
+        return NodeID(bitPattern: statement.int64(0))
+    }
+
+    func insertNode(kind: NodeKind, parent: NodeID?, mode: UInt32, owner: Caller, now: Nanoseconds) throws -> NodeID {
+        try statement("""
+            INSERT INTO nodes(kind, parent, mode, uid, gid, size, atime, mtime, ctime, imported)
+            VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?6, ?6)
+            """).bind(.int(kind.rawValue), parent.map { .int($0) } ?? .null, .int(mode & 0o7777),
+                      .int(owner.uid), .int(owner.gid), .int(now)).run()
+        return NodeID(bitPattern: lastInsertedRowID)
+    }
+
+    func insertEntry(_ parent: NodeID, _ name: Name, _ child: NodeID) throws {
+        try statement("INSERT INTO entries(parent, name, child) VALUES (?1, ?2, ?3)")
+            .bind(.int(parent), .blob(name), .int(child)).run()
+    }
+
+    func deleteEntry(_ parent: NodeID, _ name: Name) throws {
+        try statement("DELETE FROM entries WHERE parent = ?1 AND name = ?2").bind(.int(parent), .blob(name)).run()
+    }
+
+    /// Moves or renames an entry, keeping its row id (and so its readdir cookie).
+    func moveEntry(_ parent: NodeID, _ name: Name, to newParent: NodeID, _ newName: Name) throws {
+        try statement("UPDATE entries SET parent = ?3, name = ?4 WHERE parent = ?1 AND name = ?2")
+            .bind(.int(parent), .blob(name), .int(newParent), .blob(newName)).run()
+    }
+
+    func setDirectoryParent(_ id: NodeID, _ parent: NodeID) throws {
+        try statement("UPDATE nodes SET parent = ?2 WHERE id = ?1").bind(.int(id), .int(parent)).run()
+    }
+
+    /// Removes a node with its entries and extended attributes.
+    func deleteNode(_ id: NodeID) throws {
+        try statement("DELETE FROM entries WHERE child = ?1").bind(.int(id)).run()
+        try statement("DELETE FROM xattrs WHERE node = ?1").bind(.int(id)).run()
+        try statement("DELETE FROM nodes WHERE id = ?1").bind(.int(id)).run()
+    }
+
+    /// A directory's contents changed: its mtime and ctime become `now`.
+    func touchDirectory(_ id: NodeID, now: Nanoseconds) throws {
+        try statement("UPDATE nodes SET mtime = ?2, ctime = ?2 WHERE id = ?1").bind(.int(id), .int(now)).run()
+    }
+
+    func touchChangeTime(_ id: NodeID, now: Nanoseconds) throws {
+        try statement("UPDATE nodes SET ctime = ?2 WHERE id = ?1").bind(.int(id), .int(now)).run()
+    }
+
+    func writeAttributes(_ a: Attributes) throws {
+        try statement("""
+            UPDATE nodes SET mode = ?2, uid = ?3, gid = ?4, size = ?5, atime = ?6, mtime = ?7, ctime = ?8
+            WHERE id = ?1
+            """).bind(.int(a.id), .int(a.mode), .int(a.uid), .int(a.gid), .int(a.size),
+                      .int(a.accessTime), .int(a.modificationTime), .int(a.changeTime)).run()
+    }
+
+    func writeContentState(_ id: NodeID, size: Int64, modified: Nanoseconds, changed: Nanoseconds) throws {
+        try statement("UPDATE nodes SET size = ?2, mtime = ?3, ctime = ?4 WHERE id = ?1")
+            .bind(.int(id), .int(size), .int(modified), .int(changed)).run()
+    }
+
+    /// `name` if `directory` has no such entry (or it is `owner`'s), else the
+    /// first free `(n)` form.
+    func freeName(in directory: NodeID, for name: Name, owner: NodeID? = nil) throws -> Name {
+        var candidate = name
+        var n = 2
+        while let holder = try child(of: directory, named: candidate), holder != owner {
+            candidate = Names.numbered(name, n)
+            n += 1
+        }
+        return candidate
+    }
+
+    func assetCount() throws -> Int64 {
+        try scalarInt("SELECT count(*) FROM nodes WHERE kind = \(NodeKind.asset.rawValue)")
+    }
+
+    // MARK: extended attributes
+
+    func xattr(_ node: NodeID, _ name: Name) throws -> [UInt8]? {
+        let statement = try self.statement("SELECT value FROM xattrs WHERE node = ?1 AND name = ?2")
+        try statement.bind(.int(node), .blob(name))
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return statement.blob(0)
+    }
+
+    func xattrNames(_ node: NodeID) throws -> [Name] {
+        let statement = try self.statement("SELECT name FROM xattrs WHERE node = ?1 ORDER BY name")
+        try statement.bind(.int(node))
+        var names: [Name] = []
+        while try statement.step() { names.append(statement.blob(0)) }
+        return names
+    }
+
+    func setXattr(_ node: NodeID, _ name: Name, _ value: [UInt8]) throws {
+        try statement("INSERT OR REPLACE INTO xattrs(node, name, value) VALUES (?1, ?2, ?3)")
+            .bind(.int(node), .blob(name), .blob(value)).run()
+    }
+
+    func removeXattr(_ node: NodeID, _ name: Name) throws {
+        try statement("DELETE FROM xattrs WHERE node = ?1 AND name = ?2").bind(.int(node), .blob(name)).run()
+    }
+}

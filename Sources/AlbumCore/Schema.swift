@@ -1,0 +1,67 @@
+import SQLiteKit
+
+/// The store's schema, as migration steps. Steps are never edited once
+/// released: a change is a new step.
+enum Schema {
+    static let migrator = Migrator([
+        .init("create nodes, entries and xattrs") { db in
+            try db.execute("""
+                CREATE TABLE nodes(
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    kind INTEGER NOT NULL,
+                    -- Directories only: the one directory that holds this one.
+                    parent INTEGER REFERENCES nodes(id),
+                    mode INTEGER NOT NULL,
+                    uid INTEGER NOT NULL,
+                    gid INTEGER NOT NULL,
+                    size INTEGER NOT NULL DEFAULT 0,
+                    atime INTEGER NOT NULL,
+                    mtime INTEGER NOT NULL,
+                    ctime INTEGER NOT NULL,
+                    imported INTEGER NOT NULL
+                );
+                -- (parent, name) -> child. The roll, albums and the fixed
+                -- directories all live here; an album has exactly one entry.
+                CREATE TABLE entries(
+                    parent INTEGER NOT NULL REFERENCES nodes(id),
+                    name BLOB NOT NULL,
+                    child INTEGER NOT NULL REFERENCES nodes(id),
+                    PRIMARY KEY(parent, name)
+                );
+                -- Listing order is rowid order, so readdir cookies survive renames.
+                CREATE INDEX entries_by_parent ON entries(parent);
+                -- A directory holds an asset at most once.
+                CREATE UNIQUE INDEX entries_by_child ON entries(child, parent);
+                CREATE INDEX nodes_by_parent ON nodes(parent) WHERE parent IS NOT NULL;
+                CREATE TABLE xattrs(
+                    node INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+                    name BLOB NOT NULL,
+                    value BLOB NOT NULL,
+                    PRIMARY KEY(node, name)
+                ) WITHOUT ROWID;
+                """)
+        },
+    ])
+
+    /// Creates the fixed directories in a new store, owned by the first mounter.
+    static func createFixedNodes(_ db: Database, owner: Caller, now: Nanoseconds) throws {
+        let fixed: [(NodeID, NodeKind, Name?)] = [
+            (FixedNode.root, .root, nil),
+            (FixedNode.cameraRoll, .cameraRoll, FixedNode.cameraRollName),
+            (FixedNode.albumsRoot, .albumsRoot, FixedNode.albumsRootName),
+        ]
+        for (id, kind, name) in fixed {
+            // 493 = 0755.
+            try db.statement("""
+                INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)
+                VALUES (?1, ?2, ?3, 493, ?4, ?5, ?6, ?6, ?6, ?6)
+                """).bind(.int(id), .int(kind.rawValue), name == nil ? .null : .int(FixedNode.root),
+                           .int(owner.uid), .int(owner.gid), .int(now)).run()
+            if let name {
+                try db.statement("INSERT INTO entries(parent, name, child) VALUES (?1, ?2, ?3)")
+                    .bind(.int(FixedNode.root), .blob(name), .int(id)).run()
+            }
+        }
+        try db.execute("UPDATE sqlite_sequence SET seq = \(FixedNode.lastReservedID) WHERE name = 'nodes'")
+    }
+}

@@ -1,0 +1,78 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a store's parts live. A store is a directory holding the SQLite
+/// database, the content directory and a lock file.
+public struct StoreLocation: Sendable {
+    /// Absolute path of the store directory.
+    public let root: String
+
+    public init(path: String) {
+        root = Self.absolute(path)
+    }
+
+    public var databasePath: String { root + "/library.sqlite" }
+    public var walPath: String { databasePath + "-wal" }
+    public var contentPath: String { root + "/content" }
+    public var lockPath: String { root + "/lock" }
+
+    /// Creates the store directory and any missing parents, private (0700).
+    public func createDirectory() throws(LibraryError) {
+        var prefix = ""
+        for component in root.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw .unusableStore("cannot create the store directory \(prefix): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    /// `${XDG_DATA_HOME:-$HOME/.local/share}/albumfs`.
+    public static func defaultPath(environment: [String: String]) -> String? {
+        if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return data + "/albumfs" }
+        if let home = environment["HOME"], !home.isEmpty { return home + "/.local/share/albumfs" }
+        return nil
+    }
+
+    /// Makes `path` absolute against the current directory, without resolving
+    /// symlinks (the daemon chdirs to / before it uses it).
+    static func absolute(_ path: String) -> String {
+        var result = path
+        if !path.hasPrefix("/") {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            if getcwd(&buffer, buffer.count) != nil {
+                let cwd = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                result = cwd == "/" ? "/" + path : cwd + "/" + path
+            }
+        }
+        while result.count > 1 && result.hasSuffix("/") { result.removeLast() }
+        return result
+    }
+}
+
+/// An exclusive lock on a store, held for the daemon's whole life. It is an
+/// flock on an open file, so it survives the daemonizing fork and is released
+/// by the kernel when the daemon exits, however it exits.
+public final class StoreLock: Sendable {
+    private let fd: Int32
+
+    public init(location: StoreLocation) throws(LibraryError) {
+        try location.createDirectory()
+        let fd = open(location.lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw .unusableStore("cannot open the store's lock file \(location.lockPath): \(String(cString: strerror(errno)))")
+        }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let code = errno
+            close(fd)
+            if code == EWOULDBLOCK {
+                throw .unusableStore("the store \(location.root) is already in use by another albumfs (already mounted?)")
+            }
+            throw .unusableStore("cannot lock the store \(location.root): \(String(cString: strerror(code)))")
+        }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+}

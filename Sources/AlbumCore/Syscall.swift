@@ -1,0 +1,29 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs a syscall wrapper that returns -1 on failure, retrying EINTR, and
+/// throws the errno as a domain error.
+@discardableResult
+func syscall<T: FixedWidthInteger>(_ call: () -> T) throws(LibraryError) -> T {
+    while true {
+        let result = call()
+        if result != -1 { return result }
+        let code = errno
+        if code == EINTR { continue }
+        throw LibraryError(errno: code)
+    }
+}
+
+extension LibraryError {
+    /// The domain error for an errno from the content directory.
+    init(errno code: Int32) {
+        switch code {
+        case ENOSPC, EDQUOT: self = .noSpace
+        case EROFS: self = .readOnly
+        case ENOENT: self = .notFound
+        case EEXIST: self = .exists
+        default: self = .io(code)
+        }
+    }
+}

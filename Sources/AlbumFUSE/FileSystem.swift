@@ -1,0 +1,56 @@
+// The FUSE adapter: libfuse's low-level API over AlbumCore's Library.
+//
+// Inodes. A FUSE node id is the library's node id (an asset's, an album's, a
+// fixed directory's): stable across remounts, never reused, the same in every
+// directory that shows the node. So the adapter keeps no inode table: lookup
+// counts need no bookkeeping and `forget` has nothing to free, and no file
+// descriptor is held for a node that is merely looked up.
+//
+// Caching. Entries and attributes are cached by the kernel for `timeouts`,
+// negative lookups too. Whatever a request changes in the directories it
+// names the kernel updates itself; what changes elsewhere (a create in an
+// album adds a roll entry, a delete from the roll removes album entries, an
+// update moves album entries to another asset) comes back from the library as
+// a ChangeSet, which the Invalidator sends to the kernel.
+//
+// Deadlocks. The kernel handles a notification synchronously inside the
+// write to /dev/fuse and may need the lock of a directory whose request is
+// waiting for our reply. So notifications are never sent from a request's
+// thread or under a library lock: they are queued, and a dedicated queue
+// sends them after the reply.
+//
+// Each callback decodes its arguments, calls one Library method, and sends
+// exactly one reply; errors become errno in one place (Errno.swift).
+
+import AlbumCore
+import CFuse3
+
+/// What the kernel may cache, in seconds.
+public struct CacheTimeouts: Sendable {
+    public var entry: Double
+    public var attributes: Double
+    public init(entry: Double = 1.0, attributes: Double = 1.0) {
+        self.entry = entry
+        self.attributes = attributes
+    }
+}
+
+/// The object the callbacks reach through `fuse_req_userdata`.
+final class FileSystem: Sendable {
+    let library: Library
+    let timeouts: CacheTimeouts
+    let invalidator: Invalidator
+    /// Reported as st_blksize: large, so `cp` writes in 1 MiB requests.
+    static let preferredBlockSize = 1 << 20
+
+    init(library: Library, timeouts: CacheTimeouts, invalidator: Invalidator) {
+        self.library = library
+        self.timeouts = timeouts
+        self.invalidator = invalidator
+    }
+
+    /// The file system behind a request.
+    static func of(_ req: fuse_req_t?) -> FileSystem {
+        Unmanaged<FileSystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+    }
+}

@@ -1,0 +1,105 @@
+import AlbumCore
+import CFuse3
+import Glibc
+
+/// How to mount: everything the mount command decided.
+public struct MountConfiguration: Sendable {
+    public var store: StoreLocation
+    public var mountPoint: String
+    public var readOnly = false
+    public var debug = false
+    public var singleThreaded = false
+    /// Options for libfuse's `-o` (mount flags, allow_other, …).
+    public var fuseOptions: [String] = []
+    public var timeouts = CacheTimeouts()
+
+    public init(store: StoreLocation, mountPoint: String) {
+        self.store = store
+        self.mountPoint = mountPoint
+    }
+}
+
+/// A mounted FUSE session over a library: created and mounted by `mount`,
+/// served by `run`, unmounted and torn down at the end of `run`.
+public final class MountSession {
+    private let session: OpaquePointer
+    private let fileSystem: Unmanaged<FileSystem>
+    private let configuration: MountConfiguration
+
+    public enum Failure: Error, CustomStringConvertible {
+        case options
+        case mount(String)
+        public var description: String {
+            switch self {
+            case .options: return "invalid FUSE options"
+            case .mount(let message): return message
+            }
+        }
+    }
+
+    /// Creates the session and mounts it. On return the mount is live.
+    public init(library: Library, configuration: MountConfiguration) throws(Failure) {
+        self.configuration = configuration
+        var options = ["fsname=" + configuration.store.root, "subtype=albumfs", "default_permissions"]
+        options += configuration.fuseOptions
+        // fsname may contain commas: libfuse's option syntax escapes them with a backslash.
+        let optionString = options.map(escapeOption).joined(separator: ",")
+        var argv = ["albumfs", "-o", optionString]
+        if configuration.debug { argv.append("-d") }
+        // libfuse may keep pointers into argv: these copies live as long as the process.
+        let cArgs = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: argv.count + 1)
+        for (index, arg) in argv.enumerated() { cArgs[index] = strdup(arg) }
+        cArgs[argv.count] = nil
+        var args = albumfs_fuse_args_init(Int32(argv.count), cArgs)
+
+        let invalidator = Invalidator()
+        let fileSystem = Unmanaged.passRetained(
+            FileSystem(library: library, timeouts: configuration.timeouts, invalidator: invalidator))
+        var ops = Operations.table()
+        guard let session = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size,
+                                             fileSystem.toOpaque()) else {
+            fileSystem.release()
+            throw .options
+        }
+        guard fuse_session_mount(session, configuration.mountPoint) == 0 else {
+            fuse_session_destroy(session)
+            fileSystem.release()
+            throw .mount("cannot mount on \(configuration.mountPoint)")
+        }
+        invalidator.attach(session)
+        self.session = session
+        self.fileSystem = fileSystem
+    }
+
+    /// Serves requests until unmounted or signalled; then tears everything down.
+    /// Returns the loop's status (0: clean unmount).
+    public func run() -> Int32 {
+        fuse_set_signal_handlers(session)
+        let status: Int32
+        if configuration.singleThreaded {
+            status = fuse_session_loop(session)
+        } else {
+            let config = fuse_loop_cfg_create()
+            fuse_loop_cfg_set_clone_fd(config, 0)
+            fuse_loop_cfg_set_idle_threads(config, 10)
+            status = fuse_session_loop_mt(session, config)
+            fuse_loop_cfg_destroy(config)
+        }
+        fuse_remove_signal_handlers(session)
+        fuse_session_unmount(session)
+        fileSystem.takeUnretainedValue().invalidator.drain()
+        fuse_session_destroy(session)
+        fileSystem.release()
+        return status
+    }
+}
+
+/// libfuse's option syntax: a comma inside a value is escaped with a backslash.
+private func escapeOption(_ option: String) -> String {
+    var escaped = ""
+    for character in option {
+        if character == "," || character == "\\" { escaped.append("\\") }
+        escaped.append(character)
+    }
+    return escaped
+}

@@ -1,0 +1,115 @@
+import AlbumCore
+import CFuse3
+import Glibc
+
+/// readdir(plus), mkdir, rmdir, unlink, rename, link, and the node kinds a
+/// photo library does not hold (symlink, mknod: EPERM).
+extension Operations {
+    static func install(directories ops: inout fuse_lowlevel_ops) {
+        ops.readdir = { req, ino, size, offset, _ in
+            FileSystem.of(req).readDirectory(req, ino, size: size, offset: offset, plus: false)
+        }
+        ops.readdirplus = { req, ino, size, offset, _ in
+            FileSystem.of(req).readDirectory(req, ino, size: size, offset: offset, plus: true)
+        }
+        ops.fsyncdir = { req, _, _, _ in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                try fs.library.synchronizeDatabase()
+                fuse_reply_err(req, 0)
+            }
+        }
+        ops.mkdir = { req, parent, rawName, mode in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                fs.replyEntry(req, try fs.library.makeAlbum(in: parent, named: name(rawName), mode: mode, by: caller(req)))
+            }
+        }
+        ops.rmdir = { req, parent, rawName in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                try fs.library.removeAlbum(parent, name(rawName))
+                fuse_reply_err(req, 0)
+            }
+        }
+        ops.unlink = { req, parent, rawName in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                let changes = try fs.library.unlink(parent, name(rawName))
+                fuse_reply_err(req, 0)
+                fs.invalidator.send(changes)
+            }
+        }
+        ops.rename = { req, parent, rawName, newParent, newName, flags in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                let changes = try fs.library.rename(parent, name(rawName), to: newParent, name(newName),
+                                                    flags: Library.RenameFlags(rawValue: flags))
+                fuse_reply_err(req, 0)
+                fs.invalidator.send(changes)
+            }
+        }
+        ops.link = { req, ino, newParent, newName in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                fs.replyEntry(req, try fs.library.link(ino, into: newParent, named: name(newName)))
+            }
+        }
+        ops.symlink = { req, _, _, _ in fuse_reply_err(req, EPERM) }
+        ops.mknod = { req, _, _, _, _ in fuse_reply_err(req, EPERM) }
+    }
+}
+
+extension FileSystem {
+    /// Fills one readdir(plus) reply. Offsets are cookies: 1 and 2 follow `.`
+    /// and `..`; an entry's cookie is its row id + 2, stable while the
+    /// directory changes around it.
+    func readDirectory(_ req: fuse_req_t?, _ directory: NodeID, size: Int, offset: Int, plus: Bool) {
+        replying(req) { () throws(LibraryError) in
+            var buffer = [CChar](repeating: 0, count: size)
+            var used = 0
+            var next = offset
+            let directoryAttributes = try library.attributes(of: directory)
+
+            func add(_ entryName: Name, _ attributes: Attributes, cookie: Int) -> Bool {
+                var cName = entryName.map { CChar(bitPattern: $0) }
+                cName.append(0)
+                let needed = buffer.withUnsafeMutableBufferPointer { buf in
+                    let start = buf.baseAddress! + used
+                    if plus {
+                        var e = self.entry(for: attributes)
+                        return fuse_add_direntry_plus(req, start, size - used, cName, &e, off_t(cookie))
+                    }
+                    var s = self.stat(of: attributes)
+                    return fuse_add_direntry(req, start, size - used, cName, &s, off_t(cookie))
+                }
+                guard needed <= size - used else { return false }
+                used += needed
+                return true
+            }
+
+            if next == 0 {
+                guard add([0x2e], directoryAttributes, cookie: 1) else { return reply(req, buffer, used) }
+                next = 1
+            }
+            if next == 1 {
+                let parent = try library.parent(ofDirectory: directory)
+                var parentAttributes = directoryAttributes
+                parentAttributes.id = parent
+                guard add([0x2e, 0x2e], parentAttributes, cookie: 2) else { return reply(req, buffer, used) }
+                next = 2
+            }
+            // Asks for about as many entries as can fit; the next call resumes by cookie.
+            let estimate = max(8, size / (plus ? 160 : 32))
+            let entries = try library.list(directory, after: Int64(next - 2), limit: estimate)
+            for entry in entries {
+                guard add(entry.name, entry.attributes, cookie: Int(entry.cookie) + 2) else { break }
+            }
+            reply(req, buffer, used)
+        }
+    }
+
+    private func reply(_ req: fuse_req_t?, _ buffer: [CChar], _ used: Int) {
+        buffer.withUnsafeBufferPointer { fuse_reply_buf(req, $0.baseAddress, used) }
+    }
+}

@@ -1,0 +1,88 @@
+import AlbumCore
+import CFuse3
+import Glibc
+
+/// create, open, read, write, flush, release, fsync. An open file's handle
+/// (`fi->fh`) is a retained OpenFile; release gives it back.
+extension Operations {
+    static func install(files ops: inout fuse_lowlevel_ops) {
+        ops.create = { req, parent, rawName, mode, fi in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                let (attributes, changes) = try fs.library.createAsset(
+                    in: parent, named: name(rawName), mode: mode, by: caller(req))
+                let file = try fs.library.open(attributes.id, writable: true, truncate: false)
+                fi!.pointee.fh = Operations.handle(for: file)
+                var e = fs.entry(for: attributes)
+                if fuse_reply_create(req, &e, fi) != 0 {
+                    // The kernel never saw the handle (the request was interrupted).
+                    try? fs.library.release(Operations.takeFile(fi!.pointee.fh))
+                }
+                fs.invalidator.send(changes)
+            }
+        }
+        ops.open = { req, ino, fi in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                let flags = fi!.pointee.flags
+                let writable = flags & O_ACCMODE != O_RDONLY
+                let file = try fs.library.open(ino, writable: writable, truncate: flags & O_TRUNC != 0)
+                fi!.pointee.fh = Operations.handle(for: file)
+                if fuse_reply_open(req, fi) != 0 {
+                    try? fs.library.release(Operations.takeFile(fi!.pointee.fh))
+                }
+            }
+        }
+        ops.read = { req, _, size, offset, fi in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 4096)
+                defer { buffer.deallocate() }
+                let count = try fs.library.read(Operations.file(fi), into: buffer, count: size, at: Int64(offset))
+                fuse_reply_buf(req, buffer.assumingMemoryBound(to: CChar.self), count)
+            }
+        }
+        ops.write = { req, _, bytes, size, offset, fi in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                let written = try fs.library.write(Operations.file(fi), from: UnsafeRawPointer(bytes!), count: size, at: Int64(offset))
+                fuse_reply_write(req, written)
+            }
+        }
+        ops.flush = { req, _, fi in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                try fs.library.flush(Operations.file(fi))
+                fuse_reply_err(req, 0)
+            }
+        }
+        ops.fsync = { req, _, dataOnly, fi in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                try fs.library.synchronize(Operations.file(fi), dataOnly: dataOnly != 0)
+                fuse_reply_err(req, 0)
+            }
+        }
+        ops.release = { req, _, fi in
+            let fs = FileSystem.of(req)
+            let file = Operations.takeFile(fi!.pointee.fh)
+            fs.replying(req) { () throws(LibraryError) in
+                try fs.library.release(file)
+                fuse_reply_err(req, 0)
+            }
+        }
+    }
+
+    static func handle(for file: OpenFile) -> UInt64 {
+        UInt64(UInt(bitPattern: Unmanaged.passRetained(file).toOpaque()))
+    }
+
+    static func file(_ fi: UnsafeMutablePointer<fuse_file_info>?) -> OpenFile {
+        Unmanaged<OpenFile>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(fi!.pointee.fh))!).takeUnretainedValue()
+    }
+
+    /// Takes back the reference `handle(for:)` gave the kernel.
+    static func takeFile(_ fh: UInt64) -> OpenFile {
+        Unmanaged<OpenFile>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(fh))!).takeRetainedValue()
+    }
+}

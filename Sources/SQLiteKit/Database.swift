@@ -1,0 +1,85 @@
+import CSQLite3
+
+/// One SQLite connection. It may move between threads but must not be used by
+/// two at once: the owner serialises use behind a lock (which is why SQLite is
+/// opened with NOMUTEX), hence the unchecked Sendable.
+public final class Database: @unchecked Sendable {
+    let handle: OpaquePointer
+    private var statementCache: [String: Statement] = [:]
+
+    public struct OpenMode: Sendable {
+        public let flags: Int32
+        public static let readWriteCreate = OpenMode(flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        public static let readWrite = OpenMode(flags: SQLITE_OPEN_READWRITE)
+        public static let readOnly = OpenMode(flags: SQLITE_OPEN_READONLY)
+    }
+
+    public init(path: String, mode: OpenMode = .readWriteCreate) throws {
+        var db: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &db, mode.flags | SQLITE_OPEN_NOMUTEX, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close_v2(db)
+            throw SQLiteError(code: rc, message: message)
+        }
+        handle = db
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit {
+        statementCache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Waits up to `milliseconds` for another connection's lock instead of failing at once.
+    public func setBusyTimeout(milliseconds: Int32) {
+        sqlite3_busy_timeout(handle, milliseconds)
+    }
+
+    /// Runs one or more statements that return no rows.
+    public func execute(_ sql: String) throws {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
+        if rc != SQLITE_OK {
+            let message = errorMessage.map { String(cString: $0) } ?? lastErrorMessage
+            sqlite3_free(errorMessage)
+            throw SQLiteError(code: rc, message: message, sql: sql)
+        }
+    }
+
+    /// A prepared statement for `sql`, prepared once per connection and reused.
+    public func statement(_ sql: String) throws -> Statement {
+        if let cached = statementCache[sql] {
+            cached.reset()
+            return cached
+        }
+        let statement = try Statement(database: self, sql: sql)
+        statementCache[sql] = statement
+        return statement
+    }
+
+    /// Runs `body` in a transaction; commits when it returns, rolls back when it throws.
+    /// IMMEDIATE takes the write lock up front so a writer never fails half-way on BUSY.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    public var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+    var lastErrorMessage: String { String(cString: sqlite3_errmsg(handle)) }
+
+    /// The single integer a query like `PRAGMA user_version` returns.
+    public func scalarInt(_ sql: String) throws -> Int64 {
+        let statement = try self.statement(sql)
+        guard try statement.step() else { return 0 }
+        return statement.int64(0)
+    }
+}

@@ -1,0 +1,97 @@
+import CSQLite3
+
+/// A prepared statement. Bind with `bind`, advance with `step`, read columns by index.
+/// Finalized in deinit; reused through `Database.statement(_:)`.
+public final class Statement {
+    private let handle: OpaquePointer
+    private unowned let database: Database
+    public let sql: String
+
+    init(database: Database, sql: String) throws {
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v2(database.handle, sql, -1, &statement, nil)
+        guard rc == SQLITE_OK, let statement else {
+            throw SQLiteError(code: rc, message: database.lastErrorMessage, sql: sql)
+        }
+        self.handle = statement
+        self.database = database
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    /// Ends the current run early (releasing its read snapshot) and clears bindings.
+    public func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    /// Binds values to ?1, ?2, … in order.
+    @discardableResult
+    public func bind(_ values: SQLValue...) throws -> Statement {
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let rc: Int32
+            switch value {
+            case .null: rc = sqlite3_bind_null(handle, index)
+            case .int(let v): rc = sqlite3_bind_int64(handle, index, v)
+            case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, albumfs_sqlite_transient())
+            case .blob(let bytes):
+                rc = bytes.withUnsafeBytes { raw in
+                    // A zero-length blob must still bind as a blob, not NULL.
+                    sqlite3_bind_blob(handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
+                                      Int32(bytes.count), albumfs_sqlite_transient())
+                }
+            }
+            if rc != SQLITE_OK { throw SQLiteError(code: rc, message: database.lastErrorMessage, sql: sql) }
+        }
+        return self
+    }
+
+    /// Advances to the next row; false when done.
+    public func step() throws -> Bool {
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE:
+            sqlite3_reset(handle)
+            return false
+        default:
+            let error = SQLiteError(code: rc, message: database.lastErrorMessage, sql: sql)
+            sqlite3_reset(handle)
+            throw error
+        }
+    }
+
+    /// Runs a statement that returns no rows.
+    public func run() throws {
+        while try step() {}
+    }
+
+    public func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    public func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(handle, column)) }
+    public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
+    public func blob(_ column: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(handle, column))
+        guard count > 0, let base = sqlite3_column_blob(handle, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    public func text(_ column: Int32) -> String {
+        guard let text = sqlite3_column_text(handle, column) else { return "" }
+        return String(cString: text)
+    }
+}
+
+/// A value to bind.
+public enum SQLValue {
+    case null
+    case int(Int64)
+    case text(String)
+    case blob([UInt8])
+
+    public static func int(_ value: Int) -> SQLValue { .int(Int64(value)) }
+    public static func int(_ value: UInt64) -> SQLValue { .int(Int64(bitPattern: value)) }
+    public static func int(_ value: UInt32) -> SQLValue { .int(Int64(value)) }
+}

@@ -1,0 +1,127 @@
+import AlbumCore
+import AlbumFUSE
+import Glibc
+
+/// `albumfs mount [--store DIR] [-f] [-d] [-s] [-o OPTS] MOUNTPOINT`, and the
+/// `albumfs STORE MOUNTPOINT -o OPTS` form that mount.fuse3 and fstab use.
+///
+/// Without -f the command starts a daemon (this binary again, in the
+/// foreground form with the store's absolute path, so `ps` shows which
+/// library it serves) and returns once the daemon reports the mount live, or
+/// exits with the daemon's one-line reason.
+struct MountCommand {
+    var store: String?
+    var mountPoint: String
+    var foreground = false
+    var debug = false
+    var singleThreaded = false
+    var optionLists: [String] = []
+    /// Internal: the daemon reports "ready" or its failure on this descriptor.
+    var readyDescriptor: Int32?
+
+    init(parsing arguments: [String], storeAsArgument: Bool) throws(CommandFailure) {
+        var reader = ArgumentReader(arguments)
+        var positionals: [String] = []
+        var store: String?
+        while let argument = reader.next() {
+            switch argument {
+            case "-f", "--foreground": foreground = true
+            case "-d", "--debug": debug = true; foreground = true
+            case "-s": singleThreaded = true
+            case _ where argument.hasPrefix("--store"):
+                store = try reader.value(of: "--store", in: argument)
+            case _ where argument.hasPrefix("--ready-fd"):
+                guard let fd = Int32(try reader.value(of: "--ready-fd", in: argument)) else { throw .usage("bad --ready-fd") }
+                readyDescriptor = fd
+            case _ where argument.hasPrefix("-o"):
+                optionLists.append(try reader.value(of: "-o", in: argument))
+            case _ where argument.hasPrefix("-") && argument.count > 1:
+                throw .usage("unknown option \(argument)")
+            default:
+                positionals.append(argument)
+            }
+        }
+        if storeAsArgument {
+            guard positionals.count == 2 else { throw .usage("expected STORE MOUNTPOINT") }
+            self.store = positionals[0]
+            self.mountPoint = positionals[1]
+        } else {
+            guard positionals.count == 1 else { throw .usage("expected one MOUNTPOINT") }
+            self.store = store
+            self.mountPoint = positionals[0]
+        }
+    }
+
+    func run() throws(CommandFailure) -> Int32 {
+        let options = try MountOptions(optionLists)
+        let location = try storeLocation(store)
+        let mountPoint = StoreLocation(path: self.mountPoint).root
+        try checkMountPoint(mountPoint)
+        if foreground || readyDescriptor != nil {
+            return try serve(location, mountPoint, options)
+        }
+        return try DaemonLauncher(arguments: daemonArguments(location, mountPoint)).launch()
+    }
+
+    private func checkMountPoint(_ path: String) throws(CommandFailure) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw CommandFailure(.mountFailed, "mount point \(path): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw CommandFailure(.mountFailed, "mount point \(path) is not a directory")
+        }
+    }
+
+    /// Opens the store, mounts, tells the launcher, and serves until unmounted.
+    private func serve(_ location: StoreLocation, _ mountPoint: String, _ options: MountOptions) throws(CommandFailure) -> Int32 {
+        let lock: StoreLock
+        let session: MountSession
+        do {
+            lock = try StoreLock(location: location)
+            let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()),
+                                      readOnly: options.readOnly)
+            var configuration = MountConfiguration(store: location, mountPoint: mountPoint)
+            configuration.readOnly = options.readOnly
+            configuration.debug = debug
+            configuration.singleThreaded = singleThreaded
+            configuration.fuseOptions = options.fuseOptions
+            session = try MountSession(library: library, configuration: configuration)
+        } catch let error as LibraryError {
+            throw report(CommandFailure(.unusableStore, describe(error)))
+        } catch let error as MountSession.Failure {
+            throw report(CommandFailure(.mountFailed, error.description))
+        } catch {
+            throw report(CommandFailure(.mountFailed, "\(error)"))
+        }
+        if let readyDescriptor {
+            DaemonLauncher.reportReady(on: readyDescriptor)
+            DaemonLauncher.detachStandardStreams()
+        }
+        let status = withExtendedLifetime(lock) { session.run() }
+        return status == 0 ? ExitCode.success.rawValue : ExitCode.problemsFound.rawValue
+    }
+
+    /// Sends a start-up failure to the launcher, if there is one, and returns it.
+    private func report(_ failure: CommandFailure) -> CommandFailure {
+        if let readyDescriptor { DaemonLauncher.reportFailure(failure, on: readyDescriptor) }
+        return failure
+    }
+
+    private func daemonArguments(_ location: StoreLocation, _ mountPoint: String) -> [String] {
+        var arguments = ["mount", "--store", location.root, "--ready-fd", String(DaemonLauncher.readyDescriptor)]
+        if singleThreaded { arguments.append("-s") }
+        for list in optionLists { arguments += ["-o", list] }
+        arguments.append(mountPoint)
+        return arguments
+    }
+}
+
+func describe(_ error: LibraryError) -> String {
+    switch error {
+    case .unusableStore(let reason): return reason
+    case .database(_, let message): return "database error: \(message)"
+    case .io(let code): return String(cString: strerror(code))
+    default: return "\(error)"
+    }
+}

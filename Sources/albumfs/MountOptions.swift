@@ -1,0 +1,43 @@
+/// Sorts `-o` options the way sshfs and mergerfs do: fstab noise is ignored,
+/// options libfuse knows are passed on, and anything else is an error, with
+/// every unknown option reported at once.
+struct MountOptions {
+    var readOnly = false
+    /// What goes to libfuse's `-o`.
+    var fuseOptions: [String] = []
+
+    /// Mount flags libfuse 3.14 passes to mount(2) itself.
+    static let passedToFUSE: Set<String> = [
+        "rw", "ro", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
+        "async", "sync", "dirsync", "noatime", "allow_other", "allow_root", "auto_unmount",
+    ]
+    /// Accepted and ignored: generic options that libfuse does not know
+    /// (albumfs never updates atime on read), and fstab's own words.
+    static let ignored: Set<String> = [
+        "atime", "relatime", "norelatime", "strictatime", "nostrictatime", "diratime", "nodiratime",
+        "lazytime", "nolazytime", "default_permissions",
+        "defaults", "auto", "noauto", "user", "users", "nouser", "owner", "nofail", "_netdev",
+    ]
+    /// Ignored when followed by `=value`.
+    static let ignoredPrefixes = ["x-", "comment=", "fsname=", "subtype="]
+
+    init(_ lists: [String]) throws(CommandFailure) {
+        var unknown: [String] = []
+        for option in lists.flatMap({ $0.split(separator: ",").map(String.init) }) where !option.isEmpty {
+            if Self.passedToFUSE.contains(option) {
+                fuseOptions.append(option)
+                if option == "ro" { readOnly = true }
+                if option == "rw" { readOnly = false }
+            } else if option.hasPrefix("max_read=") {
+                fuseOptions.append(option)
+            } else if Self.ignored.contains(option) || Self.ignoredPrefixes.contains(where: option.hasPrefix) {
+                continue
+            } else {
+                unknown.append(option)
+            }
+        }
+        if !unknown.isEmpty {
+            throw CommandFailure(.usage, "unknown mount option\(unknown.count > 1 ? "s" : ""): \(unknown.joined(separator: ", "))")
+        }
+    }
+}

@@ -1,0 +1,292 @@
+"""Helpers shared by the albumfs integration tests (the fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import hashlib
+import os
+import random
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# Every subprocess a test starts gets this timeout unless it asks for another.
+TIMEOUT = 120
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+
+
+def albumfs_bin() -> Path:
+    """$ALBUMFS_BIN, else the release build, else (only if there is no release build) the debug build."""
+    env = os.environ.get("ALBUMFS_BIN")
+    if env:
+        return Path(env)
+    release = REPO_ROOT / ".build" / "release" / "albumfs"
+    debug = REPO_ROOT / ".build" / "debug" / "albumfs"
+    if not release.exists() and debug.exists():
+        return debug
+    return release
+
+
+ALBUMFS = albumfs_bin()
+
+
+# --- running commands -------------------------------------------------------
+
+
+class CommandFailed(subprocess.CalledProcessError):
+    """CalledProcessError whose message includes the command's output."""
+
+    def __str__(self) -> str:
+        return (
+            f"{self.cmd!r} exited with {self.returncode}\n"
+            f"--- stdout ---\n{_show(self.stdout)}\n--- stderr ---\n{_show(self.stderr)}"
+        )
+
+
+def _show(data) -> str:
+    if data is None:
+        return "(not captured)"
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "backslashreplace")
+    return data[-4000:]
+
+
+def _arg(a):
+    return os.fspath(a) if isinstance(a, os.PathLike) else a
+
+
+def run(cmd, *, timeout: float = TIMEOUT, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    """subprocess.run with a timeout, output captured, and check=True by default."""
+    cmd = [_arg(c) for c in cmd]
+    if "stdout" not in kw and "capture_output" not in kw:
+        kw["stdout"] = subprocess.PIPE
+    if "stderr" not in kw and "capture_output" not in kw:
+        kw["stderr"] = subprocess.PIPE
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    p = subprocess.run(cmd, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise CommandFailed(p.returncode, cmd, p.stdout, p.stderr)
+    return p
+
+
+def albumfs(*args, **kw) -> subprocess.CompletedProcess:
+    """Run the albumfs binary (not for foreground mounts)."""
+    return run([ALBUMFS, *args], **kw)
+
+
+# --- mount table ------------------------------------------------------------
+
+
+def _unescape_mount_field(s: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
+
+
+def mount_entries() -> list[tuple[str, str, str, str]]:
+    """(source, mount point, type, options) of every line in /proc/mounts."""
+    out = []
+    with open("/proc/mounts", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split(" ")
+            if len(fields) >= 4:
+                out.append(tuple(_unescape_mount_field(x) for x in fields[:4]))
+    return out
+
+
+def mount_entry(mp) -> tuple[str, str, str, str] | None:
+    mp = os.path.abspath(os.fspath(mp))
+    found = None
+    for entry in mount_entries():
+        if entry[1] == mp:
+            found = entry  # the last one is the top of the stack
+    return found
+
+
+def is_mounted(mp) -> bool:
+    return mount_entry(mp) is not None
+
+
+def fuse_connection_abort_file(mp) -> str | None:
+    """/sys/fs/fuse/connections/N/abort of the mount at mp, if fusectl is mounted.
+
+    Found through /proc/self/mountinfo, so it never touches the (maybe hung) mount."""
+    mp = os.path.abspath(os.fspath(mp))
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                fields = line.split(" ")
+                if len(fields) > 4 and _unescape_mount_field(fields[4]) == mp:
+                    major, minor = (int(x) for x in fields[2].split(":"))
+                    path = f"/sys/fs/fuse/connections/{(major << 20) | minor}/abort"
+                    return path if os.path.exists(path) else None
+    except OSError:
+        pass
+    return None
+
+
+# --- files and directories --------------------------------------------------
+
+
+def payload(size: int, seed) -> bytes:
+    """Deterministic pseudo-random bytes (different seeds give different content)."""
+    return random.Random(f"albumfs-{seed}").randbytes(size)
+
+
+def write(path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def read(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def create(path, mode: int = 0o644) -> None:
+    """Create an empty file with open(2) O_CREAT|O_EXCL (raises OSError on refusal)."""
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode)
+    os.close(fd)
+
+
+def names(path) -> list[str]:
+    """Sorted entry names of a directory (str)."""
+    return sorted(os.listdir(path))
+
+
+def bnames(path) -> list[bytes]:
+    """Sorted entry names of a directory, as raw bytes."""
+    return sorted(os.listdir(os.fsencode(path)))
+
+
+def bjoin(directory, name: bytes) -> bytes:
+    return os.path.join(os.fsencode(directory), name)
+
+
+def ino(path) -> int:
+    return os.stat(path).st_ino
+
+
+def nlink(path) -> int:
+    return os.stat(path).st_nlink
+
+
+def current_umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def content_usage(store) -> tuple[int, int]:
+    """(number, total size) of the regular files under STORE/content, recursively."""
+    count = total = 0
+    root = os.path.join(os.fspath(store), "content")
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            st = os.lstat(os.path.join(dirpath, name))
+            if stat.S_ISREG(st.st_mode):
+                count += 1
+                total += st.st_size
+    return count, total
+
+
+def all_entries(mp) -> dict[bytes, int]:
+    """Every file entry below the mount (relative bytes path -> st_ino)."""
+    out = {}
+    root = os.fsencode(mp)
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = os.path.join(dirpath, name)
+            out[os.path.relpath(p, root)] = os.lstat(p).st_ino
+    return out
+
+
+def sha256_file(path, bufsize: int = MiB) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            b = f.read(bufsize)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def user_xattrs(path) -> dict[str, bytes]:
+    return {k: os.getxattr(path, k, follow_symlinks=False)
+            for k in os.listxattr(path, follow_symlinks=False) if k.startswith("user.")}
+
+
+# --- errno checks -----------------------------------------------------------
+
+
+def _errname(e: int) -> str:
+    return errno.errorcode.get(e, str(e))
+
+
+def expect_errno(expected, fn, *args, **kw) -> OSError:
+    """Call fn(*args) and assert it fails with one of the expected errno values."""
+    want = expected if isinstance(expected, tuple) else (expected,)
+    want_s = "/".join(_errname(e) for e in want)
+    try:
+        fn(*args, **kw)
+    except OSError as e:
+        assert e.errno in want, f"{fn.__name__}{args!r}: got {_errname(e.errno)} ({e}), want {want_s}"
+        return e
+    raise AssertionError(f"{fn.__name__}{args!r} succeeded, want {want_s}")
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+_libc.renameat2.restype = ctypes.c_int
+
+
+def renameat2(src, dst, flags: int) -> None:
+    """renameat2(2) through libc; raises OSError like os.rename."""
+    s, d = os.fsencode(src), os.fsencode(dst)
+    if _libc.renameat2(AT_FDCWD, s, AT_FDCWD, d, flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), os.fsdecode(s), None, os.fsdecode(d))
+
+
+# --- processes --------------------------------------------------------------
+
+
+def vm_hwm_kib(pid: int) -> int:
+    """Peak resident set size (VmHWM) of a process, in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+def pids_with_arg(arg: str) -> list[int]:
+    """Pids of processes (other than this one) whose command line has an argument equal to arg."""
+    want = os.fsencode(arg)
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if want in argv:
+            out.append(int(d))
+    return out
+
+
+def rsync_files_transferred(stats_output: str) -> int:
+    m = re.search(r"Number of regular files transferred: ([\d,.]+)", stats_output)
+    assert m, f"no transfer count in rsync --stats output:\n{stats_output}"
+    return int(re.sub(r"[,.]", "", m.group(1)))

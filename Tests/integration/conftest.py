@@ -1,0 +1,244 @@
+"""Integration tests for albumfs: every test mounts the real binary on a fresh store.
+
+Run:   python3 -m pytest Tests/integration          (as root, as CI does, or as a
+       user who may open /dev/fuse)
+
+- Binary: $ALBUMFS_BIN, else <repo>/.build/release/albumfs (or .build/debug/albumfs
+  when there is no release build). The header of the pytest run says which.
+- These tests never skip for lack of FUSE: a missing /dev/fuse, fusermount3, test
+  tool (rsync, attr's setfattr/getfattr, cmp) or binary FAILS the whole session,
+  so CI cannot go green without really mounting.
+- Fixture `mount` (function scope): a fresh store and mount point under the test's
+  tmp_path; `albumfs mount --store STORE -f MP` runs in the foreground, its output
+  in tmp_path/albumfs.log (printed when a test fails). It yields a `Mount` with
+  .store .mp .roll .albums .proc .log and .unmount() .remount() .start() .kill().
+  Cleanup always runs: `fusermount3 -u`, then `-uz`, then waits 10 s for the
+  daemon and kill -9s it (reported as an error: the contract wants the daemon gone
+  within seconds of the unmount).
+- Teardown also fails a test whose mount vanished or whose daemon died while the
+  test ran (a vanished FUSE mount makes later writes land in the underlying
+  directory and pass for the wrong reason).
+- Watchdog: a test that outlives its budget (default 300 s; marker
+  `@pytest.mark.mount_timeout(SECONDS)`) gets its FUSE connection aborted and its
+  daemon killed, so a blocked syscall fails with ENOTCONN instead of hanging CI.
+- Every subprocess has a timeout; `run()` checks the exit status and shows the
+  output of a failed command.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from albumfs_testlib import (  # noqa: F401  (run is re-exported for tests)
+    ALBUMFS,
+    fuse_connection_abort_file,
+    is_mounted,
+    run,
+)
+
+DEFAULT_TEST_TIMEOUT = 300
+MOUNT_WAIT = 10.0
+EXIT_WAIT = 10.0
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "mount_timeout(seconds): watchdog budget of a test that uses the mount fixture")
+
+
+def pytest_report_header(config):
+    return f"albumfs binary: {ALBUMFS}"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    setattr(item, "rep_" + rep.when, rep)
+    return rep
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fuse_environment():
+    """Fail (never skip) the session when the machine cannot run these tests."""
+    problems = []
+    if not os.path.exists("/dev/fuse"):
+        problems.append("/dev/fuse is missing (FUSE is required; these tests do not skip)")
+    for tool, package in [("fusermount3", "fuse3"), ("rsync", "rsync"), ("setfattr", "attr"),
+                          ("getfattr", "attr"), ("cmp", "diffutils"), ("find", "findutils")]:
+        if shutil.which(tool) is None:
+            problems.append(f"{tool} is missing (Debian package {package})")
+    if not (ALBUMFS.is_file() and os.access(ALBUMFS, os.X_OK)):
+        problems.append(f"albumfs binary not found or not executable: {ALBUMFS} "
+                        "(build it, or set ALBUMFS_BIN)")
+    if problems:
+        pytest.fail("cannot run the albumfs integration tests:\n  " + "\n  ".join(problems),
+                    pytrace=False)
+
+
+class Mount:
+    """One store and one mount point; the daemon runs in the foreground (-f)."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.store = base / "store"
+        self.mp = base / "mnt"
+        self.log = base / "albumfs.log"
+        self.store.mkdir()
+        self.mp.mkdir()
+        self.proc: subprocess.Popen | None = None
+        self.expect_mounted = False
+        self.starts = 0
+        self.watchdog_fired = False
+        self._lock = threading.Lock()
+
+    @property
+    def roll(self) -> Path:
+        return self.mp / "Camera Roll"
+
+    @property
+    def albums(self) -> Path:
+        return self.mp / "Albums"
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="backslashreplace")[-20000:]
+        except OSError:
+            return "(no log)"
+
+    def start(self, options: list[str] | None = None) -> None:
+        """Start `albumfs mount --store S -f MP [-o ...]` and wait until MP is in /proc/mounts."""
+        assert not is_mounted(self.mp), f"{self.mp} is already mounted"
+        self.starts += 1
+        cmd = [str(ALBUMFS), "mount", "--store", str(self.store), "-f", str(self.mp)]
+        if options:
+            cmd += ["-o", ",".join(options)]
+        with open(self.log, "ab") as log:
+            log.write(f"\n===== start #{self.starts}: {' '.join(cmd)}\n".encode())
+            log.flush()
+            with self._lock:
+                self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + MOUNT_WAIT
+        while not is_mounted(self.mp):
+            rc = self.proc.poll()
+            if rc is not None:
+                pytest.fail(f"albumfs exited with status {rc} before mounting {self.mp}\n"
+                            f"--- log ---\n{self.log_text()}", pytrace=False)
+            if time.monotonic() > deadline:
+                pytest.fail(f"{self.mp} not mounted {MOUNT_WAIT:.0f} s after starting albumfs\n"
+                            f"--- log ---\n{self.log_text()}", pytrace=False)
+            time.sleep(0.02)
+        self.expect_mounted = True
+
+    def unmount(self) -> None:
+        """fusermount3 -u, then the daemon must exit with status 0 within 10 s."""
+        self.expect_mounted = False
+        run(["fusermount3", "-u", self.mp], timeout=30)
+        try:
+            rc = self.proc.wait(timeout=EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"daemon still running {EXIT_WAIT:.0f} s after unmount\n"
+                        f"--- log ---\n{self.log_text()}", pytrace=False)
+        assert not is_mounted(self.mp), f"{self.mp} still mounted after fusermount3 -u"
+        assert rc == 0, f"daemon exited with status {rc} after unmount\n--- log ---\n{self.log_text()}"
+
+    def remount(self, options: list[str] | None = None) -> None:
+        """Unmount, wait for the daemon, and mount the same store again."""
+        self.unmount()
+        self.start(options)
+
+    def kill(self) -> None:
+        """kill -9 the daemon (a crash), then detach its dead mount."""
+        self.expect_mounted = False
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=EXIT_WAIT)
+        _quiet(["fusermount3", "-u", self.mp])
+        if is_mounted(self.mp):
+            _quiet(["fusermount3", "-uz", self.mp])
+        assert not is_mounted(self.mp), f"could not detach {self.mp} after kill -9"
+
+    def watchdog(self) -> None:
+        """Called from a timer thread when a test runs too long: break the mount loose."""
+        self.watchdog_fired = True
+        abort = fuse_connection_abort_file(self.mp)
+        if abort:
+            try:
+                with open(abort, "w") as f:
+                    f.write("1")
+            except OSError:
+                pass
+        with self._lock:
+            proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        _quiet(["fusermount3", "-uz", self.mp])
+
+    def cleanup(self) -> list[str]:
+        """Always unmount and reap the daemon; return what went wrong."""
+        problems = []
+        if is_mounted(self.mp):
+            if not _quiet(["fusermount3", "-u", self.mp]) or is_mounted(self.mp):
+                problems.append("fusermount3 -u failed at cleanup; used fusermount3 -uz")
+                _quiet(["fusermount3", "-uz", self.mp])
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=EXIT_WAIT)
+            except subprocess.TimeoutExpired:
+                problems.append(f"daemon still running {EXIT_WAIT:.0f} s after unmount: killed (-9)")
+                self.proc.kill()
+                try:
+                    self.proc.wait(timeout=EXIT_WAIT)
+                except subprocess.TimeoutExpired:
+                    problems.append("daemon did not die after kill -9")
+        if is_mounted(self.mp):
+            _quiet(["fusermount3", "-uz", self.mp])
+        return problems
+
+
+def _quiet(cmd) -> bool:
+    """Run a cleanup command; never raise. True when it exited 0."""
+    try:
+        return subprocess.run([os.fspath(c) for c in cmd], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.fixture
+def mount(tmp_path, request):
+    """A fresh store mounted at tmp_path/mnt; always unmounted afterwards."""
+    m = Mount(tmp_path)
+    marker = request.node.get_closest_marker("mount_timeout")
+    budget = marker.args[0] if marker else DEFAULT_TEST_TIMEOUT
+    timer = threading.Timer(budget, m.watchdog)
+    timer.daemon = True
+    timer.start()
+    late = []
+    try:
+        m.start()
+        yield m
+        # Checked before cleanup: the test's own results are only valid on a live mount.
+        if m.expect_mounted and not m.watchdog_fired:
+            if not is_mounted(m.mp):
+                late.append(f"{m.mp} vanished from the mount table during the test")
+            elif m.proc.poll() is not None:
+                late.append(f"the daemon died during the test (status {m.proc.returncode})")
+    finally:
+        timer.cancel()
+        late += m.cleanup()
+        call = getattr(request.node, "rep_call", None)
+        if late or m.watchdog_fired or (call is not None and call.failed):
+            print(f"--- albumfs log ({m.log}) ---\n{m.log_text()}")
+    if m.watchdog_fired:
+        pytest.fail(f"watchdog: test ran longer than {budget} s; the mount was aborted", pytrace=False)
+    if late:
+        pytest.fail("\n".join(late), pytrace=False)
