@@ -1,0 +1,28 @@
+# Debian packages albumfs needs to build, mount and test, and how to get them.
+# Sourced by scripts/run and scripts/test.
+
+ALBUMFS_PACKAGES=(libfuse3-dev fuse3 libsqlite3-dev pkg-config rsync attr psmisc util-linux)
+
+# Installs whatever is missing when root; otherwise prints the one command to run.
+ensure_packages() {
+    local missing=()
+    for package in "${ALBUMFS_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+    done
+    ((${#missing[@]} == 0)) && return 0
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "albumfs needs: ${missing[*]}" >&2
+        echo "run: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+        return 1
+    fi
+    echo "installing ${missing[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+ensure_swift() {
+    if ! command -v swift >/dev/null 2>&1; then
+        [[ -x /opt/swift/usr/bin/swift ]] && export PATH="/opt/swift/usr/bin:$PATH"
+    fi
+    command -v swift >/dev/null 2>&1 || { echo "swift is not installed (expected at /opt/swift)" >&2; return 1; }
+}
