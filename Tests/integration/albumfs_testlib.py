@@ -269,9 +269,9 @@ def vm_hwm_kib(pid: int) -> int:
     raise AssertionError(f"no VmHWM in /proc/{pid}/status")
 
 
-def pids_with_arg(arg: str) -> list[int]:
-    """Pids of processes (other than this one) whose command line has an argument equal to arg."""
-    want = os.fsencode(arg)
+def pids_mentioning(text: str) -> list[int]:
+    """Pids of processes (other than this one) with text inside one of their arguments."""
+    want = os.fsencode(text)
     out = []
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == os.getpid():
@@ -281,7 +281,7 @@ def pids_with_arg(arg: str) -> list[int]:
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if want in argv:
+        if any(want in a for a in argv):
             out.append(int(d))
     return out
 

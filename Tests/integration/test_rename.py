@@ -159,10 +159,13 @@ def test_rename_in_album_roll_entry_follows(mount):
     """mv Albums/A/x Albums/A/y: the roll entry named x follows to y."""
     (a,) = albums(mount, "A")
     write(a / "x.jpg", b"x")
+    os.stat(mount.roll / "x.jpg")                       # cached: must not outlive the rename
+    expect_errno(errno.ENOENT, os.stat, mount.roll / "y.jpg")  # cached negative entry, likewise
     run(["mv", a / "x.jpg", a / "y.jpg"])
     assert names(a) == ["y.jpg"]
     assert names(mount.roll) == ["y.jpg"]
     assert ino(mount.roll / "y.jpg") == ino(a / "y.jpg")
+    expect_errno(errno.ENOENT, os.stat, mount.roll / "x.jpg")
 
 
 def test_move_between_albums_with_new_name_roll_follows(mount):
@@ -233,9 +236,12 @@ def test_mv_album_to_roll_removes_reference_and_renames_roll_entry(mount):
     (a,) = albums(mount, "A")
     write(mount.roll / "orig.jpg", b"x")
     os.link(mount.roll / "orig.jpg", a / "x.jpg")
+    assert nlink(mount.roll / "orig.jpg") == 2
     run(["mv", a / "x.jpg", mount.roll / "y.jpg"])
     assert names(a) == []
     assert names(mount.roll) == ["y.jpg"]
+    expect_errno(errno.ENOENT, os.stat, mount.roll / "orig.jpg")
+    expect_errno(errno.ENOENT, os.stat, a / "x.jpg")
     assert nlink(mount.roll / "y.jpg") == 1
     assert read(mount.roll / "y.jpg") == b"x"
 
@@ -284,7 +290,8 @@ def test_rename_over_in_album_is_update(mount):
     os.setxattr(tmp, "user.v", b"new")
     new = ino(tmp)
     assert names(mount.roll) == [".x.jpg.Ab12Cd", "x.jpg"]
-    os.stat(b / "bx.jpg")  # cache the old asset's album entry
+    for p in (b / "bx.jpg", mount.roll / "x.jpg", mount.roll / ".x.jpg.Ab12Cd"):
+        os.stat(p)  # cache the entries that change hands
 
     os.rename(tmp, a / "x.jpg")
     assert names(a) == ["x.jpg"]
@@ -300,6 +307,7 @@ def test_rename_over_in_album_is_update(mount):
         assert st.st_mtime_ns == 1_500_000_000_123_456_789
         assert os.getxattr(p, "user.v") == b"new"
     assert old not in all_entries(mount.mp).values()
+    expect_errno(errno.ENOENT, os.stat, mount.roll / ".x.jpg.Ab12Cd")
 
 
 def test_update_where_album_held_both_keeps_moving_assets_entry(mount):

@@ -174,3 +174,40 @@ def test_cp_r_into_album_creates_nested_albums(mount, tmp_path):
         run(["cmp", src / f, copy / f])
     assert names(mount.roll) == ROLL
     assert all(nlink(copy / f) == 2 for f in FILES)
+
+
+def test_cp_then_cmp_and_cp_p_loops(mount, tmp_path):
+    """Items 1/8 under the multi-threaded loop: `cp a b && cmp a b` and `cp -p` keep content and times, every time."""
+    src = tmp_path / "src.jpg"
+    write(src, payload(300_000, "loop"))
+    os.utime(src, ns=(BASE_NS, BASE_NS + 123_456_789))
+    album = mount.albums / "Loop"
+    os.mkdir(album)
+    script = r'''
+        src=$1; dst=$2
+        want=$(stat -c '%y %s %a' "$src")
+        for i in $(seq 1 100); do
+            cp "$src" "$dst/c$i.jpg" && cmp "$src" "$dst/c$i.jpg" || { echo "cp+cmp round $i"; exit 1; }
+            cp -p "$src" "$dst/p$i.jpg" || exit 1
+            got=$(stat -c '%y %s %a' "$dst/p$i.jpg")
+            [ "$got" = "$want" ] || { echo "cp -p round $i: $got != $want"; exit 1; }
+        done
+    '''
+    run(["bash", "-c", script, "loop", src, album], timeout=300)
+    assert len(names(mount.roll)) == 200
+
+
+def test_rsync_rounds_keep_mtimes(mount, tmp_path):
+    """Item 8 under the multi-threaded loop: after each changed-file sync, a rerun transfers nothing."""
+    src = make_tree(tmp_path / "src")
+    backup = mount.albums / "Backup"
+    rsync(src, backup)
+    for round_ in range(10):
+        f = src / sorted(FILES)[round_ % len(FILES)]
+        os.chmod(f, 0o644)
+        write(f, payload(20_000 + round_, f"round {round_}"))
+        os.utime(f, ns=(BASE_NS, BASE_NS + (round_ + 1) * 10_000_000_007))
+        assert rsync_files_transferred(rsync(src, backup)) == 1, f"round {round_}"
+        assert rsync_files_transferred(rsync(src, backup)) == 0, f"round {round_}: mtimes were lost"
+    compare_trees(src, backup)
+    assert names(mount.roll) == ROLL

@@ -1,0 +1,160 @@
+"""The albumfs command line: refused mounts (issue 2 item 13) and the mount contract of SEMANTICS.md."""
+
+import errno
+import os
+import subprocess
+import time
+
+import pytest
+
+from albumfs_testlib import (
+    ALBUMFS, expect_errno, create, is_mounted, mount_entry, names, pids_mentioning, read, run, write,
+)
+
+
+def attempt(cmd, tmp_path, mps, *, wait=10.0):
+    """Run an albumfs command that should fail fast; never leave a mount or a process behind.
+
+    Returns (exit status or None if it was still running after `wait`, stderr, whether any of
+    the mount points mps got mounted)."""
+    err_path = tmp_path / f"attempt-{time.monotonic_ns()}.err"
+    # Files, not pipes: a daemon that wrongly detaches would keep a pipe open forever.
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen([os.fspath(c) for c in cmd], stdin=subprocess.DEVNULL,
+                                stdout=err, stderr=err)
+        try:
+            rc = proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            mounted = any(is_mounted(m) for m in mps)
+            for m in mps:
+                if is_mounted(m):
+                    run(["fusermount3", "-u", m], check=False, timeout=30)
+                if is_mounted(m):
+                    run(["fusermount3", "-uz", m], check=False, timeout=30)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    return rc, err_path.read_bytes(), mounted
+
+
+@pytest.mark.parametrize("foreground", [True, False], ids=["-f", "background"])
+def test_second_mount_of_same_store_is_refused(mount, tmp_path, foreground):
+    """Item 13: a second albumfs mount of the same store is refused with a message; the first is unharmed."""
+    write(mount.roll / "keep.jpg", b"keep me")
+    mp2 = tmp_path / "mnt2"
+    mp2.mkdir()
+    cmd = [ALBUMFS, "mount", "--store", str(mount.store)] + (["-f"] if foreground else []) + [mp2]
+    rc, err, mounted = attempt(cmd, tmp_path, [mp2])
+    assert rc is not None, "the second mount was still running after 10 s: it must be refused"
+    assert not mounted, "the second mount of the same store was mounted"
+    assert rc != 0
+    assert err.strip(), "a refused mount must say why on stderr"
+
+    assert mount.proc.poll() is None and is_mounted(mount.mp)
+    assert read(mount.roll / "keep.jpg") == b"keep me"
+    write(mount.roll / "more.jpg", b"more")
+    assert names(mount.roll) == ["keep.jpg", "more.jpg"]
+
+
+@pytest.mark.parametrize("foreground", [True, False], ids=["-f", "background"])
+def test_missing_mount_point_is_refused(tmp_path, foreground):
+    """Item 13: a mount point that does not exist → non-zero exit and a message."""
+    store, missing = tmp_path / "store", tmp_path / "no-such-dir"
+    store.mkdir()
+    cmd = [ALBUMFS, "mount", "--store", str(store)] + (["-f"] if foreground else []) + [missing]
+    rc, err, mounted = attempt(cmd, tmp_path, [missing])
+    assert rc is not None and rc != 0, f"exit status {rc}"
+    assert not mounted
+    assert err.strip(), "a refused mount must say why on stderr"
+
+
+def test_unknown_option_is_refused_with_status_2(tmp_path):
+    """Durability/options: an unknown -o option is refused with a message and exit status 2."""
+    store, mp = tmp_path / "store", tmp_path / "mnt"
+    store.mkdir()
+    mp.mkdir()
+    rc, err, mounted = attempt([ALBUMFS, "mount", "--store", str(store), "-f", "-o", "no_such_option", mp],
+                               tmp_path, [mp])
+    assert rc == 2, f"exit status {rc}"
+    assert not mounted
+    assert err.strip()
+
+
+def test_mount_table_entry(mount):
+    """Mount table: 'STORE on MOUNTPOINT type fuse.albumfs' (fsname = the store's absolute path)."""
+    source, _mp, fstype, _opts = mount_entry(mount.mp)
+    assert source == str(mount.store.resolve())
+    assert fstype == "fuse.albumfs"
+
+
+def test_daemon_command_line_names_the_store(mount):
+    """Durability: the daemon's command line keeps the store's path (ps shows which library it serves)."""
+    with open(f"/proc/{mount.proc.pid}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    assert any(os.fsencode(str(mount.store)) in a for a in argv), argv
+
+
+FORMS = {
+    "mount-subcommand": lambda store, mp: [ALBUMFS, "mount", "--store", store, mp],
+    "mount.fuse3": lambda store, mp: [ALBUMFS, store, mp, "-o", "rw,noatime,dev,suid,exec,async"],
+}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_background_mount_is_ready_when_it_returns(tmp_path, form):
+    """CLI: without -f, albumfs returns only once mounted; after unmount the daemon is gone within seconds."""
+    store, mp = tmp_path / "store", tmp_path / "mnt"
+    store.mkdir()
+    mp.mkdir()
+    env = {} if form == "mount.fuse3" else None   # mount.fuse3 runs it with no PATH or HOME
+    log = tmp_path / "albumfs.log"
+    try:
+        with open(log, "wb") as out:
+            p = subprocess.run([os.fspath(a) for a in FORMS[form](str(store), mp)], stdin=subprocess.DEVNULL,
+                               stdout=out, stderr=out, env=env, timeout=30)
+        assert p.returncode == 0, f"exit {p.returncode}: {log.read_text(errors='replace')}"
+        assert is_mounted(mp), "albumfs returned before the mount was ready"
+        assert {"Albums", "Camera Roll"} <= set(names(mp))
+        write(mp / "Camera Roll" / "x.jpg", b"x")
+        assert read(mp / "Camera Roll" / "x.jpg") == b"x"
+        daemons = pids_mentioning(str(store))
+        assert daemons, "no process shows the store's path in its command line"
+    finally:
+        if is_mounted(mp):
+            run(["fusermount3", "-u", mp], check=False, timeout=30)
+        if is_mounted(mp):
+            run(["fusermount3", "-uz", mp], check=False, timeout=30)
+        deadline = time.monotonic() + 10
+        while pids_mentioning(str(store)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = pids_mentioning(str(store))
+        for pid in left:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+    assert not left, f"daemon {left} still running 10 s after unmount"
+
+
+def test_read_only_mount(mount):
+    """Options: -o ro mounts read-only: reads work, every change → EROFS."""
+    os.mkdir(mount.albums / "A")
+    write(mount.albums / "A" / "x.jpg", b"x")
+    mount.remount(["ro"])
+    assert read(mount.albums / "A" / "x.jpg") == b"x"
+    expect_errno(errno.EROFS, create, mount.roll / "new.jpg")
+    expect_errno(errno.EROFS, open, mount.roll / "x.jpg", "r+b")
+    expect_errno(errno.EROFS, os.mkdir, mount.albums / "B")
+    expect_errno(errno.EROFS, os.unlink, mount.roll / "x.jpg")
+    expect_errno(errno.EROFS, os.setxattr, mount.roll / "x.jpg", "user.k", b"v")
+    assert os.statvfs(mount.mp).f_flag & os.ST_RDONLY
+
+
+def test_help_and_version():
+    """CLI: albumfs --help and --version exit 0 and print something."""
+    for flag in ("--help", "--version"):
+        p = run([ALBUMFS, flag], check=False, timeout=30)
+        assert p.returncode == 0, (flag, p.returncode, p.stderr)
+        assert (p.stdout + p.stderr).strip()
