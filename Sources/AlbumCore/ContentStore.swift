@@ -10,6 +10,11 @@ public struct ContentStore: Sendable {
 
     public init(directory: String) { self.directory = directory }
 
+    /// A file every content directory carries, telling it from an empty or
+    /// foreign directory (see StoreOpener).
+    public static let markerName = ".albumfs-content"
+    public var markerPath: String { directory + "/" + Self.markerName }
+
     /// 256 fan-out directories by the id's low byte, so sequential ids spread evenly.
     public func fanOutName(of id: NodeID) -> String { hex(id & 0xff, width: 2) }
 
@@ -35,10 +40,19 @@ public struct ContentStore: Sendable {
         if mkdir(path, 0o700) != 0 && errno != EEXIST { throw LibraryError(errno: errno) }
     }
 
-    /// Creates an empty content file for a new asset.
+    /// Creates an empty content file for a new asset. A file already there is
+    /// the leftover of a create whose transaction never committed (its id was
+    /// handed out again), so it is emptied, not refused.
     func create(_ id: NodeID) throws(LibraryError) {
-        let fd = try syscall { Glibc.open(path(of: id), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+        let fd = try syscall { Glibc.open(path(of: id), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
         close(fd)
+    }
+
+    /// Makes the creation of an asset's content file durable.
+    func synchronizeDirectory(of id: NodeID) throws(LibraryError) {
+        let fd = try syscall { Glibc.open("\(directory)/\(fanOutName(of: id))", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        defer { close(fd) }
+        try syscall { fsync(fd) }
     }
 
     /// Opens an asset's data for reading and writing.
@@ -66,7 +80,7 @@ public struct ContentStore: Sendable {
     /// Calls `body` with the id and size of every content file; names that are
     /// not ids are reported with a nil id.
     public func forEachFile(_ body: (_ path: String, _ id: NodeID?, _ size: Int64) -> Void) throws(LibraryError) {
-        for sub in try entries(of: directory) {
+        for sub in try entries(of: directory) where sub != Self.markerName {
             let subPath = "\(directory)/\(sub)"
             guard let names = try? entries(of: subPath) else {
                 body(subPath, nil, 0)

@@ -17,11 +17,24 @@ public struct StoreChecker {
 
     /// Finds problems and, when `repair` is set, fixes those that lose no user data.
     public func check(repair: Bool) throws(LibraryError) -> [Problem] {
-        let lock = try StoreLock(location: location)
-        defer { withExtendedLifetime(lock) {} }
+        guard access(location.root, F_OK) == 0 else {
+            throw .unusableStore("there is no store at \(location.root)")
+        }
         guard access(location.databasePath, F_OK) == 0 else {
             throw .unusableStore("the store \(location.root) has no database \(location.databasePath)")
         }
+        // A mounted store changes under the check; only a read-only mount is
+        // still for checking, and never for repairing.
+        let lock: StoreLock?
+        do {
+            lock = try StoreLock(location: location)
+        } catch {
+            guard !repair, StoreLock.holderMode(location) == .readOnly else {
+                throw .unusableStore("the store \(location.root) is mounted; unmount it first (a read-only mount can be checked without --repair)")
+            }
+            lock = nil
+        }
+        defer { withExtendedLifetime(lock) {} }
         do {
             let db = try Database(path: location.databasePath, mode: repair ? .readWrite : .readOnly)
             return try run(db, repair: repair)
@@ -82,9 +95,19 @@ public struct StoreChecker {
 
         // Pass 2: the content directory.
         let content = ContentStore(directory: location.contentPath)
+        let pendingPurges = Set(try db.pendingPurges())
+        let unfinishedWrites = Set(try db.unfinishedWrites())
         var seen = Set<NodeID>()
         var orphans: [String] = []
+        var deletedData: [String] = []
+        var sizeFromData: [(NodeID, Int64)] = []
         try content.forEachFile { path, id, size in
+            if let id, pendingPurges.contains(id) {
+                deletedData.append(path)
+                problems.append(Problem(description: "asset \(id) was deleted but its data \(path) was not freed yet",
+                                        repair: "free it"))
+                return
+            }
             guard let id, let row = assets[id] else {
                 orphans.append(path)
                 problems.append(Problem(description: "content file \(path) belongs to no asset",
@@ -93,7 +116,14 @@ public struct StoreChecker {
             }
             seen.insert(id)
             if size != row.size {
-                problems.append(Problem(description: "asset \(id) records \(row.size) bytes but its data has \(size)", repair: nil))
+                // After an interrupted write the data is the truth; otherwise it
+                // is not clear which side is right.
+                let interrupted = unfinishedWrites.contains(id)
+                if interrupted { sizeFromData.append((id, size)) }
+                problems.append(Problem(
+                    description: "asset \(id) records \(row.size) bytes but its data has \(size)"
+                        + (interrupted ? " (a write was interrupted)" : ""),
+                    repair: interrupted ? "set its size to \(size)" : nil))
             }
         }
         for id in assets.keys where !seen.contains(id) {
@@ -101,7 +131,13 @@ public struct StoreChecker {
         }
 
         if repair {
+            for path in deletedData { unlink(path) }
             try db.transaction {
+                for id in pendingPurges { try db.purgeDone(id) }
+                for (id, size) in sizeFromData {
+                    try db.statement("UPDATE nodes SET size = ?2 WHERE id = ?1").bind(.int(id), .int(size)).run()
+                }
+                for id in unfinishedWrites { try db.endWrite(id) }
                 for (parent, child) in danglingEntries {
                     try db.statement("DELETE FROM entries WHERE parent = ?1 AND child = ?2").bind(.int(parent), .int(child)).run()
                 }

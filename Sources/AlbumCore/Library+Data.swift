@@ -25,8 +25,31 @@ extension Library {
             attributes = try setAttributes(id, AttributeChanges(size: 0))
         }
         let descriptor = try content.open(id, writable: writable)
-        openFiles.opened(attributes)
-        return OpenFile(id: id, descriptor: descriptor, isWritable: writable)
+        guard writable else {
+            openFiles.opened(attributes, writable: false)
+            return OpenFile(id: id, descriptor: descriptor, isWritable: false)
+        }
+        do {
+            let openFiles = self.openFiles
+            let opened = attributes
+            // Under the database lock, so a concurrent last release cannot
+            // clear the mark between our check and our registration.
+            try write { db in
+                if !openFiles.hasWriter(id) { try db.beginWrite(id) }
+                openFiles.opened(opened, writable: true)
+            }
+        } catch {
+            close(descriptor)
+            throw error
+        }
+        return OpenFile(id: id, descriptor: descriptor, isWritable: true)
+    }
+
+    /// Opens an asset `createAsset` just made (already marked as being written).
+    public func openCreated(_ attributes: Attributes) throws(LibraryError) -> OpenFile {
+        let descriptor = try content.open(attributes.id, writable: true)
+        openFiles.opened(attributes, writable: true)
+        return OpenFile(id: attributes.id, descriptor: descriptor, isWritable: true)
     }
 
     /// Reads up to `count` bytes at `offset` into `buffer`; returns how many.
@@ -59,9 +82,11 @@ extension Library {
         openFiles.committed(snapshot)
     }
 
-    /// Makes the file's data and metadata durable against power loss.
+    /// Makes the file's data and metadata durable against power loss: its
+    /// data, its content file's directory entry, its row (through the WAL).
     public func synchronize(_ file: OpenFile, dataOnly: Bool) throws(LibraryError) {
         try syscall { dataOnly ? fdatasync(file.descriptor) : fsync(file.descriptor) }
+        try content.synchronizeDirectory(of: file.id)
         if !isReadOnly {
             try flush(file)
             try synchronizeDatabase()
@@ -77,12 +102,27 @@ extension Library {
         try syscall { fsync(wal) }
     }
 
-    /// The last close of a handle: commit what is left and drop the descriptor.
+    /// The last close of a handle: commit what is left, and when the last
+    /// writer goes, clear the asset's unfinished-write mark in the same
+    /// transaction.
     public func release(_ file: OpenFile) throws(LibraryError) {
         defer {
             close(file.descriptor)
-            openFiles.closed(file.id)
+            openFiles.forgetIfClosed(file.id)
         }
-        if file.isWritable { try flush(file) }
+        guard file.isWritable else {
+            _ = openFiles.closing(file.id, writable: false)
+            return
+        }
+        let openFiles = self.openFiles
+        let snapshot = try write { db -> OpenFiles.Snapshot? in
+            let (snapshot, lastWriter) = openFiles.closing(file.id, writable: true)
+            if let a = snapshot?.attributes {
+                try db.writeContentState(a.id, size: a.size, modified: a.modificationTime, changed: a.changeTime)
+            }
+            if lastWriter { try db.endWrite(file.id) }
+            return snapshot
+        }
+        if let snapshot { openFiles.committed(snapshot) }
     }
 }

@@ -16,6 +16,7 @@ extension Library {
             if try db.child(of: parent, named: name) != nil { throw LibraryError.exists }
             let now = currentTime()
             let id = try db.insertNode(kind: .asset, parent: nil, mode: mode, owner: caller, now: now)
+            try db.beginWrite(id)
             var changes = ChangeSet()
             if parent == FixedNode.cameraRoll {
                 try db.insertEntry(parent, name, id)
@@ -28,9 +29,10 @@ extension Library {
                 changes.node(FixedNode.cameraRoll)
             }
             try db.touchDirectory(parent, now: now)
-            // Created inside the transaction: if this fails nothing is committed;
-            // if the commit fails the file is an orphan that fsck and the next
-            // mount's clean-up remove (nothing points at it).
+            // Data before the row that points at it: created inside the
+            // transaction, so a failure here commits nothing, and a crash
+            // before the commit leaves a file for an id the next mount's
+            // clean-up (or the next create, which reuses the id) takes back.
             try content.create(id)
             guard let attributes = try db.attributes(of: id) else { throw LibraryError.io(5) }
             return (attributes, changes)
@@ -100,12 +102,13 @@ extension Library {
                 throw LibraryError.notPermitted
             }
         }
-        if let purged { content.remove(purged) }
+        if let purged { freeData(of: [purged]) }
         return changes
     }
 
-    /// Deletes an asset's node, entries and attributes; the caller frees its
-    /// data after the commit. Reports every entry that vanished outside `except`.
+    /// Deletes an asset's node, entries and attributes and schedules its data
+    /// to be freed (`freeData`, after the commit). Reports every entry that
+    /// vanished outside `except`.
     static func deleteAsset(_ id: NodeID, db: Database, now: Nanoseconds, except: NodeID) throws -> ChangeSet {
         var changes = ChangeSet()
         for (directory, entryName) in try db.entries(of: id) where directory != except {
@@ -115,7 +118,18 @@ extension Library {
         }
         changes.node(id)
         try db.deleteNode(id)
+        try db.schedulePurge(id)
         return changes
+    }
+
+    /// Frees the data of assets whose deletion has committed. A failure here
+    /// loses nothing: the purge stays pending and the next mount retries it.
+    func freeData(of ids: [NodeID]) {
+        guard !ids.isEmpty else { return }
+        for id in ids { content.remove(id) }
+        _ = try? write { db in
+            for id in ids { try db.purgeDone(id) }
+        }
     }
 
     /// `rmdir`: removes an empty album. Fixed directories cannot be removed.

@@ -21,7 +21,7 @@ extension Library {
             try move.run(oldParent, oldName, to: newParent, newName, noReplace: flags.contains(.noReplace))
             return (move.changes, move.purged)
         }
-        for id in purged { content.remove(id) }
+        freeData(of: purged)
         return changes
     }
 }
@@ -133,6 +133,7 @@ struct RenameTransaction {
         let movingDirectories = Set(try db.entries(of: moving).map(\.directory))
         let movingRollName = try db.name(of: moving, in: roll)
         try db.deleteNode(replaced)
+        try db.schedulePurge(replaced)
         changes.node(replaced)
         purged.append(replaced)
 

@@ -10,6 +10,7 @@ import Synchronization
 final class OpenFiles: Sendable {
     struct LiveFile {
         var openCount: Int
+        var writerCount: Int
         var attributes: Attributes
         var dirty = false
         /// Bumped by every write, so a flush only marks clean what it committed.
@@ -18,28 +19,37 @@ final class OpenFiles: Sendable {
 
     private let files = Mutex<[NodeID: LiveFile]>([:])
 
-    func opened(_ attributes: Attributes) {
+    func opened(_ attributes: Attributes, writable: Bool) {
         files.withLock { files in
-            if files[attributes.id] != nil {
-                files[attributes.id]!.openCount += 1
-            } else {
-                files[attributes.id] = LiveFile(openCount: 1, attributes: attributes)
-            }
+            var file = files[attributes.id] ?? LiveFile(openCount: 0, writerCount: 0, attributes: attributes)
+            file.openCount += 1
+            if writable { file.writerCount += 1 }
+            files[attributes.id] = file
         }
     }
 
-    /// Drops one open; returns true when it was the last.
-    @discardableResult
-    func closed(_ id: NodeID) -> Bool {
+    func hasWriter(_ id: NodeID) -> Bool {
+        files.withLock { files in (files[id]?.writerCount ?? 0) > 0 }
+    }
+
+    /// Drops one open. Returns the state left to commit (if any) and whether
+    /// this was the last writer. The caller commits before dropping the entry
+    /// (`forget`), so getattr never falls back to an older row.
+    func closing(_ id: NodeID, writable: Bool) -> (snapshot: Snapshot?, lastWriter: Bool) {
         files.withLock { files in
-            guard var file = files[id] else { return true }
+            guard var file = files[id] else { return (nil, false) }
+            let snapshot = file.dirty ? Snapshot(attributes: file.attributes, generation: file.generation) : nil
             file.openCount -= 1
-            if file.openCount <= 0 {
-                files[id] = nil
-                return true
-            }
+            if writable { file.writerCount -= 1 }
             files[id] = file
-            return false
+            return (snapshot, writable && file.writerCount == 0)
+        }
+    }
+
+    /// Removes the entry of a file nobody has open any more.
+    func forgetIfClosed(_ id: NodeID) {
+        files.withLock { files in
+            if let file = files[id], file.openCount <= 0 { files[id] = nil }
         }
     }
 
@@ -85,7 +95,7 @@ final class OpenFiles: Sendable {
         }
     }
 
-    struct Snapshot {
+    struct Snapshot: Sendable {
         let attributes: Attributes
         let generation: UInt64
     }

@@ -188,6 +188,44 @@ extension Database {
         try scalarInt("SELECT count(*) FROM nodes WHERE kind = \(NodeKind.asset.rawValue)")
     }
 
+    // MARK: crash recovery
+
+    func schedulePurge(_ id: NodeID) throws {
+        try statement("INSERT OR IGNORE INTO pending_purges(id) VALUES (?1)").bind(.int(id)).run()
+    }
+
+    func purgeDone(_ id: NodeID) throws {
+        try statement("DELETE FROM pending_purges WHERE id = ?1").bind(.int(id)).run()
+    }
+
+    func pendingPurges() throws -> [NodeID] {
+        try ids("SELECT id FROM pending_purges")
+    }
+
+    func beginWrite(_ id: NodeID) throws {
+        try statement("INSERT OR IGNORE INTO unfinished_writes(id) VALUES (?1)").bind(.int(id)).run()
+    }
+
+    func endWrite(_ id: NodeID) throws {
+        try statement("DELETE FROM unfinished_writes WHERE id = ?1").bind(.int(id)).run()
+    }
+
+    func unfinishedWrites() throws -> [NodeID] {
+        try ids("SELECT id FROM unfinished_writes")
+    }
+
+    /// The highest node id ever committed.
+    func lastAllocatedID() throws -> NodeID {
+        NodeID(try scalarInt("SELECT seq FROM sqlite_sequence WHERE name = 'nodes'"))
+    }
+
+    private func ids(_ sql: String) throws -> [NodeID] {
+        let statement = try self.statement(sql)
+        var result: [NodeID] = []
+        while try statement.step() { result.append(NodeID(bitPattern: statement.int64(0))) }
+        return result
+    }
+
     // MARK: extended attributes
 
     func xattr(_ node: NodeID, _ name: Name) throws -> [UInt8]? {

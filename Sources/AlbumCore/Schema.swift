@@ -41,6 +41,18 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         },
+        .init("crash recovery: unfinished writes and pending purges") { db in
+            try db.execute("""
+                -- Assets whose data may be ahead of their row (created or opened
+                -- for writing and not yet released): the next mount sets their
+                -- size from their data.
+                CREATE TABLE unfinished_writes(id INTEGER PRIMARY KEY);
+                -- Assets deleted whose data is still to be freed: the deletion
+                -- commits first, the data goes after, and the next mount finishes
+                -- what a crash interrupted.
+                CREATE TABLE pending_purges(id INTEGER PRIMARY KEY);
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

@@ -57,7 +57,14 @@ public struct StoreLocation: Sendable {
 public final class StoreLock: Sendable {
     private let fd: Int32
 
-    public init(location: StoreLocation) throws(LibraryError) {
+    /// How the holder uses the store, written into the lock file so that
+    /// `fsck` can tell a read-only mount from a read-write one.
+    public enum Mode: String, Sendable {
+        case readOnly = "ro"
+        case readWrite = "rw"
+    }
+
+    public init(location: StoreLocation, mode: Mode = .readWrite) throws(LibraryError) {
         try location.createDirectory()
         let fd = open(location.lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
@@ -72,7 +79,21 @@ public final class StoreLock: Sendable {
             throw .unusableStore("cannot lock the store \(location.root): \(String(cString: strerror(code)))")
         }
         self.fd = fd
+        ftruncate(fd, 0)
+        var text = mode.rawValue + "\n"
+        text.withUTF8 { bytes in _ = pwrite(fd, bytes.baseAddress, bytes.count, 0) }
     }
 
     deinit { close(fd) }
+
+    /// The mode the current holder wrote, if any.
+    public static func holderMode(_ location: StoreLocation) -> Mode? {
+        let fd = open(location.lockPath, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 8)
+        let n = read(fd, &buffer, buffer.count)
+        guard n > 0 else { return nil }
+        return Mode(rawValue: String(decoding: buffer[..<n].filter { $0 != 0x0a }, as: UTF8.self))
+    }
 }

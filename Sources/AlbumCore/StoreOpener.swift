@@ -25,7 +25,11 @@ struct StoreOpener {
             // explicitly to survive a power loss.
             try db.execute("PRAGMA synchronous = NORMAL")
             try checkIntegrityCheap(db)
+            if db.isReadOnly && !readOnly {
+                throw LibraryError.unusableStore("the store's database \(location.databasePath) is not writable (mount with -o ro to read it)")
+            }
             try migrate(db, isNew: isNew)
+            try checkContentMarker(db)
         } catch let error as LibraryError {
             throw error
         } catch let error as SQLiteError {
@@ -51,11 +55,20 @@ struct StoreOpener {
         guard stat(location.root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw .unusableStore("the store \(location.root) is not a directory")
         }
+        // Someone else's store, or one anyone may write into, could be changed
+        // behind the daemon's back: refuse it rather than serve it.
+        if info.st_uid != geteuid() {
+            throw .unusableStore("the store \(location.root) belongs to uid \(info.st_uid), not to you (uid \(geteuid()))")
+        }
+        if info.st_mode & S_IWOTH != 0 {
+            throw .unusableStore("the store \(location.root) is writable by everyone; make it private: chmod 700 \(location.root)")
+        }
         let hasDatabase = exists(location.databasePath)
         let hasContent = exists(location.contentPath)
         switch (hasDatabase, hasContent) {
         case (false, false):
             try ContentStore(directory: location.contentPath).createLayout()
+            try createContentMarker()
             return true
         case (true, true):
             return false
@@ -87,6 +100,34 @@ struct StoreOpener {
         guard try db.kind(of: FixedNode.root) == .root else {
             throw LibraryError.unusableStore("the store's database \(location.databasePath) has no root directory")
         }
+        if !readOnly {
+            try StoreRecovery(db: db, content: ContentStore(directory: location.contentPath)).run()
+        }
+    }
+
+    /// The content directory carries a marker file. Without it the directory
+    /// is empty or not this store's (a disk not plugged in, a mount point left
+    /// bare): while the database lists assets that is refused, never shown as
+    /// an empty library and never "cleaned up".
+    private var contentMarker: String { ContentStore(directory: location.contentPath).markerPath }
+
+    private func checkContentMarker(_ db: Database) throws {
+        guard !exists(contentMarker) else { return }
+        let hasAssets = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM nodes WHERE kind = \(NodeKind.asset.rawValue))") != 0
+        if hasAssets {
+            throw LibraryError.unusableStore(
+                "the store's content directory \(location.contentPath) is empty or not this store's, but the database lists assets (is its disk plugged in?)")
+        }
+        if !readOnly {
+            try ContentStore(directory: location.contentPath).createLayout()
+            try createContentMarker()
+        }
+    }
+
+    private func createContentMarker() throws(LibraryError) {
+        let fd = Glibc.open(contentMarker, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw LibraryError(errno: errno) }
+        close(fd)
     }
 
     private func exists(_ path: String) -> Bool {

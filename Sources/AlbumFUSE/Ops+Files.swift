@@ -11,7 +11,7 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let (attributes, changes) = try fs.library.createAsset(
                     in: parent, named: name(rawName), mode: mode, by: caller(req))
-                let file = try fs.library.open(attributes.id, writable: true, truncate: false)
+                let file = try fs.library.openCreated(attributes)
                 fi!.pointee.fh = Operations.handle(for: file)
                 var e = fs.entry(for: attributes)
                 if fuse_reply_create(req, &e, fi) != 0 {

@@ -72,6 +72,9 @@ public final class Database: @unchecked Sendable {
         }
     }
 
+    /// True when SQLite fell back to read-only (the file is not writable).
+    public var isReadOnly: Bool { sqlite3_db_readonly(handle, "main") == 1 }
+
     public var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
     public var changes: Int { Int(sqlite3_changes(handle)) }
     var lastErrorMessage: String { String(cString: sqlite3_errmsg(handle)) }

@@ -78,7 +78,7 @@ struct MountCommand {
         let lock: StoreLock
         let session: MountSession
         do {
-            lock = try StoreLock(location: location)
+            lock = try StoreLock(location: location, mode: options.readOnly ? .readOnly : .readWrite)
             let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()),
                                       readOnly: options.readOnly)
             var configuration = MountConfiguration(store: location, mountPoint: mountPoint)

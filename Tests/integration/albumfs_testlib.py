@@ -185,17 +185,23 @@ def current_umask() -> int:
     return m
 
 
-def content_usage(store) -> tuple[int, int]:
-    """(number, total size) of the regular files under STORE/content, recursively."""
-    count = total = 0
+def content_files(store) -> list[str]:
+    """Paths of the asset data files under STORE/content (STORE/content/xx/<16 hex id>;
+    the content directory's own marker file is not asset data)."""
     root = os.path.join(os.fspath(store), "content")
+    found = []
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
-            st = os.lstat(os.path.join(dirpath, name))
-            if stat.S_ISREG(st.st_mode):
-                count += 1
-                total += st.st_size
-    return count, total
+            path = os.path.join(dirpath, name)
+            if dirpath != root and stat.S_ISREG(os.lstat(path).st_mode):
+                found.append(path)
+    return found
+
+
+def content_usage(store) -> tuple[int, int]:
+    """(number, total size) of the asset data files under STORE/content."""
+    files = content_files(store)
+    return len(files), sum(os.lstat(path).st_size for path in files)
 
 
 def all_entries(mp) -> dict[bytes, int]:

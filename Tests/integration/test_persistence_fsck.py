@@ -5,7 +5,7 @@ import os
 import stat
 
 from albumfs_testlib import (
-    albumfs, bjoin, content_usage, ino, payload, read, run, user_xattrs, write,
+    albumfs, bjoin, content_files, content_usage, ino, payload, read, run, user_xattrs, write,
 )
 
 AS_ROOT = os.geteuid() == 0
@@ -103,7 +103,7 @@ def test_fsck_reports_missing_content(mount):
     write(mount.roll / "a.jpg", payload(20_000, "a"))
     write(mount.roll / "b.jpg", payload(20_000, "b"))
     mount.unmount()
-    files = [os.path.join(d, f) for d, _, fs in os.walk(mount.store / "content") for f in fs]
+    files = content_files(mount.store)
     assert len(files) == 2
     os.unlink(files[0])
     p = albumfs("fsck", "--store", mount.store, check=False)

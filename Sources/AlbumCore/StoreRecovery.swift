@@ -1,0 +1,33 @@
+import SQLiteKit
+
+/// Finishes what a crash interrupted, at mount, before the first request.
+/// Every step is O(what was interrupted), never a scan of the whole store, so
+/// a library of a million assets mounts as fast as an empty one.
+struct StoreRecovery {
+    let db: Database
+    let content: ContentStore
+
+    func run() throws {
+        // Deletions that committed before their data was freed.
+        for id in try db.pendingPurges() {
+            content.remove(id)
+            try db.transaction { try db.purgeDone(id) }
+        }
+        // Writes that were under way: the data may be ahead of the row.
+        for id in try db.unfinishedWrites() {
+            try db.transaction {
+                if let size = content.size(of: id) {
+                    try db.statement("UPDATE nodes SET size = ?2 WHERE id = ?1").bind(.int(id), .int(size)).run()
+                }
+                try db.endWrite(id)
+            }
+        }
+        // A create whose transaction never committed leaves a content file
+        // for an id above the last one handed out (creates are serialised,
+        // so only the next few ids can be such leftovers).
+        let last = try db.lastAllocatedID()
+        for id in (last + 1)...(last + 4) where content.size(of: id) != nil {
+            content.remove(id)
+        }
+    }
+}
