@@ -26,7 +26,7 @@ extension Library {
                 try db.insertEntry(parent, name, id)
                 try db.touchDirectory(FixedNode.cameraRoll, now: now)
                 changes.entry(FixedNode.cameraRoll, rollName)
-                changes.node(FixedNode.cameraRoll)
+                changes.directory(FixedNode.cameraRoll)
             }
             try db.touchDirectory(parent, now: now)
             // Data before the row that points at it: created inside the
@@ -114,7 +114,7 @@ extension Library {
         for (directory, entryName) in try db.entries(of: id) where directory != except {
             try db.touchDirectory(directory, now: now)
             changes.entry(directory, entryName)
-            changes.node(directory)
+            changes.directory(directory)
         }
         changes.node(id)
         try db.deleteNode(id)

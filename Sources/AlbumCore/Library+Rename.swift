@@ -71,6 +71,9 @@ struct RenameTransaction {
         try db.touchDirectory(oldParent, now: now)
         try db.touchDirectory(newParent, now: now)
         try db.touchChangeTime(source, now: now)
+        // Its link count may have changed (roll → album adds a link, an update
+        // hands it entries), which the kernel's rename does not account for.
+        changes.node(source)
     }
 
     // MARK: albums
@@ -122,7 +125,7 @@ struct RenameTransaction {
         try db.moveEntry(roll, rollName, to: roll, newRollName)
         changes.entry(roll, rollName)
         changes.entry(roll, newRollName)
-        changes.node(roll)
+        changes.directory(roll)
     }
 
     /// Same directory, target exists: an update. `moving` takes `replaced`'s
@@ -151,7 +154,7 @@ struct RenameTransaction {
             }
             // Where an album held both, the moving asset keeps its own entry.
             changes.entry(entryDirectory, entryName)
-            changes.node(entryDirectory)
+            changes.directory(entryDirectory)
             try db.touchDirectory(entryDirectory, now: now)
         }
     }
@@ -170,6 +173,8 @@ struct RenameTransaction {
                 purged.append(target)
             } else {
                 try db.deleteEntry(newParent, newName)
+                // It lost a link: its ctime moves, as for unlink.
+                try db.touchChangeTime(target, now: now)
                 changes.node(target)
             }
         }

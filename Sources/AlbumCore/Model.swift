@@ -93,8 +93,12 @@ public struct ChangeSet: Sendable, Equatable {
         public let directory: NodeID
         public let name: Name
     }
+    /// Names whose cached lookup is wrong now.
     public private(set) var entries: [EntryName] = []
+    /// Nodes whose cached attributes (link count, times) are wrong now.
     public private(set) var nodes: [NodeID] = []
+    /// Directories whose cached listing is wrong now (their attributes too).
+    public private(set) var directories: [NodeID] = []
 
     public init() {}
 
@@ -104,11 +108,15 @@ public struct ChangeSet: Sendable, Equatable {
     mutating func node(_ id: NodeID) {
         if !nodes.contains(id) { nodes.append(id) }
     }
+    mutating func directory(_ id: NodeID) {
+        if !directories.contains(id) { directories.append(id) }
+    }
     mutating func merge(_ other: ChangeSet) {
         entries += other.entries
         for id in other.nodes { node(id) }
+        for id in other.directories { directory(id) }
     }
-    public var isEmpty: Bool { entries.isEmpty && nodes.isEmpty }
+    public var isEmpty: Bool { entries.isEmpty && nodes.isEmpty && directories.isEmpty }
 }
 
 public struct FilesystemStatistics: Sendable {

@@ -25,12 +25,17 @@ public enum Names {
     /// `.hidden` → `.hidden (2)`. When the result would pass 255 bytes the stem is
     /// shortened at a UTF-8 character boundary (or anywhere where it is not UTF-8).
     public static func numbered(_ name: Name, _ n: Int) -> Name {
-        let (stem, ext) = splitExtension(name)
         let counter = Array(" (\(n))".utf8)
+        var (stem, ext) = splitExtension(name)
+        // An extension so long that no stem fits beside it is treated as part
+        // of the stem: the name stays within 255 bytes and unique per n.
+        if maxLength - counter.count - ext.count < 1 {
+            (stem, ext) = (name[...], [])
+        }
         let room = maxLength - counter.count - ext.count
         var stemBytes = Array(stem)
         if stemBytes.count > room {
-            stemBytes = truncate(stemBytes, toAtMost: max(room, 0))
+            stemBytes = truncate(stemBytes, toAtMost: room)
         }
         return stemBytes + counter + Array(ext)
     }
@@ -38,21 +43,19 @@ public enum Names {
     /// Whether `candidate` is `base` itself or one of its `(n)` forms (n ≥ 2, no leading zeros).
     public static func isSameOrNumbered(_ candidate: Name, of base: Name) -> Bool {
         if candidate == base { return true }
-        guard let n = counter(in: candidate, base: base) else { return false }
-        return numbered(base, n) == candidate
-    }
-
-    /// Reads n out of `stem (n).ext` when the extension matches base's.
-    private static func counter(in candidate: Name, base: Name) -> Int? {
-        let ext = splitExtension(base).ext
-        guard candidate.count > ext.count + 4, candidate.suffix(ext.count).elementsEqual(ext) else { return nil }
-        let beforeExt = candidate.dropLast(ext.count)
-        guard beforeExt.last == 0x29, let open = beforeExt.lastIndex(of: 0x28) else { return nil }
-        let digits = beforeExt[(open + 1)..<(beforeExt.endIndex - 1)]
-        guard let first = digits.first, first != 0x30, digits.count <= 9,
-              digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        let n = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-        return n >= 2 ? n : nil
+        // Every " (digits)" in the candidate proposes an n; the form is checked whole.
+        var index = candidate.startIndex
+        while let open = candidate[index...].firstIndex(of: 0x28) {
+            index = open + 1
+            guard open > 0, candidate[open - 1] == 0x20,
+                  let close = candidate[index...].firstIndex(of: 0x29) else { continue }
+            let digits = candidate[index..<close]
+            guard let first = digits.first, first != 0x30, digits.count <= 9,
+                  digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { continue }
+            let n = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            if n >= 2 && numbered(base, n) == candidate { return true }
+        }
+        return false
     }
 
     /// Cuts `bytes` to at most `limit` bytes without splitting a valid UTF-8

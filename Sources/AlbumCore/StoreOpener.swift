@@ -12,7 +12,7 @@ struct StoreOpener {
     let readOnly: Bool
 
     func open() throws(LibraryError) -> Database {
-        let isNew = try prepareDirectory()
+        try prepareDirectory()
         let db: Database
         do {
             db = try Database(path: location.databasePath, mode: .readWriteCreate)
@@ -28,7 +28,7 @@ struct StoreOpener {
             if db.isReadOnly && !readOnly {
                 throw LibraryError.unusableStore("the store's database \(location.databasePath) is not writable (mount with -o ro to read it)")
             }
-            try migrate(db, isNew: isNew)
+            try migrate(db)
             try checkContentMarker(db)
         } catch let error as LibraryError {
             throw error
@@ -46,10 +46,10 @@ struct StoreOpener {
         return db
     }
 
-    /// Creates the store directory (private, 0700) when missing; returns whether
-    /// the store is new. A database without its content directory, or the other
-    /// way round, is refused: an unplugged disk is not an empty library.
-    private func prepareDirectory() throws(LibraryError) -> Bool {
+    /// Creates the store directory (private, 0700) and, for a new store, its
+    /// content directory. A database without its content directory, or the
+    /// other way round, is refused: an unplugged disk is not an empty library.
+    private func prepareDirectory() throws(LibraryError) {
         try location.createDirectory()
         var info = stat()
         guard stat(location.root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
@@ -69,9 +69,8 @@ struct StoreOpener {
         case (false, false):
             try ContentStore(directory: location.contentPath).createLayout()
             try createContentMarker()
-            return true
         case (true, true):
-            return false
+            break
         case (true, false):
             throw .unusableStore("the store \(location.root) has a database but no content directory (is its disk plugged in?)")
         case (false, true):
@@ -84,18 +83,21 @@ struct StoreOpener {
         _ = try db.scalarInt("SELECT count(*) FROM sqlite_master")
     }
 
-    private func migrate(_ db: Database, isNew: Bool) throws {
+    private func migrate(_ db: Database) throws {
         let outcome = try Schema.migrator.migrate(db)
         switch outcome {
         case .newerThanSupported(let found, let supported):
             throw LibraryError.unusableStore(
                 "the store \(location.root) has format \(found), newer than this albumfs supports (\(supported)); upgrade albumfs")
-        case .migrated(from: 0, _):
+        case .migrated, .upToDate:
+            break
+        }
+        // A new store, or one whose creation was cut short between its schema
+        // and its fixed directories: an empty node table gets them now.
+        if try db.scalarInt("SELECT count(*) FROM nodes") == 0 && !readOnly {
             try db.transaction {
                 try Schema.createFixedNodes(db, owner: owner, now: currentTime())
             }
-        case .migrated, .upToDate:
-            break
         }
         guard try db.kind(of: FixedNode.root) == .root else {
             throw LibraryError.unusableStore("the store's database \(location.databasePath) has no root directory")

@@ -6,18 +6,21 @@
 // counts need no bookkeeping and `forget` has nothing to free, and no file
 // descriptor is held for a node that is merely looked up.
 //
-// Caching. Entries and attributes are cached by the kernel for `timeouts`,
-// negative lookups too. Whatever a request changes in the directories it
-// names the kernel updates itself; what changes elsewhere (a create in an
-// album adds a roll entry, a delete from the roll removes album entries, an
-// update moves album entries to another asset) comes back from the library as
-// a ChangeSet, which the Invalidator sends to the kernel.
+// Caching. Entries, attributes and directory listings are cached by the
+// kernel for `timeouts` (long); negative lookups are not cached. Whatever a
+// request changes in the directories it names the kernel updates itself;
+// what changes elsewhere (a create in an album adds a roll entry, a delete
+// from the roll removes album entries, an update moves album entries to
+// another asset) comes back from the library as a ChangeSet, which the
+// Invalidator sends to the kernel: attributes and listings before the reply,
+// names after it.
 //
 // Deadlocks. The kernel handles a notification synchronously inside the
-// write to /dev/fuse and may need the lock of a directory whose request is
-// waiting for our reply. So notifications are never sent from a request's
-// thread or under a library lock: they are queued, and a dedicated queue
-// sends them after the reply.
+// write to /dev/fuse. A name invalidation locks the name's directory, which
+// a request in flight may hold while it waits for our reply: those are
+// never sent from a request's thread or under a library lock, but queued and
+// sent by a dedicated queue after the reply. Attribute and listing
+// invalidations take no directory lock and are sent before the reply.
 //
 // Each callback decodes its arguments, calls one Library method, and sends
 // exactly one reply; errors become errno in one place (Errno.swift).
@@ -29,7 +32,9 @@ import CFuse3
 public struct CacheTimeouts: Sendable {
     public var entry: Double
     public var attributes: Double
-    public init(entry: Double = 1.0, attributes: Double = 1.0) {
+    /// Long, because every change that the kernel cannot see for itself is
+    /// invalidated explicitly.
+    public init(entry: Double = 60, attributes: Double = 60) {
         self.entry = entry
         self.attributes = attributes
     }

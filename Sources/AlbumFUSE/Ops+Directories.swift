@@ -6,6 +6,13 @@ import Glibc
 /// photo library does not hold (symlink, mknod: EPERM).
 extension Operations {
     static func install(directories ops: inout fuse_lowlevel_ops) {
+        ops.opendir = { req, _, fi in
+            // The kernel may keep listings: changes made through it refresh
+            // them, and the Invalidator drops those that change elsewhere.
+            fi!.pointee.cache_readdir = 1
+            fi!.pointee.keep_cache = 1
+            fuse_reply_open(req, fi)
+        }
         ops.readdir = { req, ino, size, offset, _ in
             FileSystem.of(req).readDirectory(req, ino, size: size, offset: offset, plus: false)
         }
@@ -36,8 +43,9 @@ extension Operations {
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.unlink(parent, name(rawName))
+                fs.invalidator.beforeReply(changes)
                 fuse_reply_err(req, 0)
-                fs.invalidator.send(changes)
+                fs.invalidator.afterReply(changes)
             }
         }
         ops.rename = { req, parent, rawName, newParent, newName, flags in
@@ -45,8 +53,9 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.rename(parent, name(rawName), to: newParent, name(newName),
                                                     flags: Library.RenameFlags(rawValue: flags))
+                fs.invalidator.beforeReply(changes)
                 fuse_reply_err(req, 0)
-                fs.invalidator.send(changes)
+                fs.invalidator.afterReply(changes)
             }
         }
         ops.link = { req, ino, newParent, newName in

@@ -14,11 +14,12 @@ extension Operations {
                 let file = try fs.library.openCreated(attributes)
                 fi!.pointee.fh = Operations.handle(for: file)
                 var e = fs.entry(for: attributes)
+                fs.invalidator.beforeReply(changes)
                 if fuse_reply_create(req, &e, fi) != 0 {
                     // The kernel never saw the handle (the request was interrupted).
                     try? fs.library.release(Operations.takeFile(fi!.pointee.fh))
                 }
-                fs.invalidator.send(changes)
+                fs.invalidator.afterReply(changes)
             }
         }
         ops.open = { req, ino, fi in
@@ -28,6 +29,9 @@ extension Operations {
                 let writable = flags & O_ACCMODE != O_RDONLY
                 let file = try fs.library.open(ino, writable: writable, truncate: flags & O_TRUNC != 0)
                 fi!.pointee.fh = Operations.handle(for: file)
+                // Every change to the data passes through this kernel, so its
+                // page cache stays valid across opens.
+                fi!.pointee.keep_cache = 1
                 if fuse_reply_open(req, fi) != 0 {
                     try? fs.library.release(Operations.takeFile(fi!.pointee.fh))
                 }

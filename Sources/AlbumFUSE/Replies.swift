@@ -30,11 +30,11 @@ extension FileSystem {
         return e
     }
 
-    /// A negative entry: the kernel caches "no such name" for the entry timeout.
+    /// A negative entry, not cached: names appear in the roll and in albums
+    /// through other directories (an album create adds a roll entry), and a
+    /// cached "no such name" would hide them until invalidated.
     func negativeEntry() -> fuse_entry_param {
-        var e = fuse_entry_param()
-        e.entry_timeout = timeouts.entry
-        return e
+        fuse_entry_param()
     }
 
     func replyEntry(_ req: fuse_req_t?, _ a: Attributes) {

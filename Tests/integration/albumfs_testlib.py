@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import hashlib
 import os
 import random
 import re
+import shutil
 import stat
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -82,6 +86,45 @@ def run(cmd, *, timeout: float = TIMEOUT, check: bool = True, **kw) -> subproces
 def albumfs(*args, **kw) -> subprocess.CompletedProcess:
     """Run the albumfs binary (not for foreground mounts)."""
     return run([ALBUMFS, *args], **kw)
+
+
+def fsck(store, *args, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """`albumfs fsck --store STORE [args]`, exit status not checked (text output)."""
+    return run([ALBUMFS, "fsck", "--store", store, *args], check=False, timeout=timeout, text=True,
+               errors="backslashreplace")
+
+
+def assert_fsck_clean(store, context: str = "") -> None:
+    p = fsck(store)
+    assert p.returncode == 0, (f"albumfs fsck {context}: exit {p.returncode}, want 0\n"
+                               f"--- stdout ---\n{p.stdout[-4000:]}\n--- stderr ---\n{p.stderr[-2000:]}")
+
+
+def attempt(cmd, tmp_path, mps, *, wait: float = 10.0):
+    """Run an albumfs command that should fail fast; never leave a mount or a process behind.
+
+    Returns (exit status or None if it was still running after `wait`, stderr+stdout bytes,
+    whether any of the mount points mps got mounted)."""
+    err_path = Path(tmp_path) / f"attempt-{time.monotonic_ns()}.err"
+    # Files, not pipes: a daemon that wrongly detaches would keep a pipe open forever.
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen([os.fspath(c) for c in cmd], stdin=subprocess.DEVNULL,
+                                stdout=err, stderr=err)
+        try:
+            rc = proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            mounted = any(is_mounted(m) for m in mps)
+            for m in mps:
+                if is_mounted(m):
+                    run(["fusermount3", "-u", m], check=False, timeout=30)
+                if is_mounted(m):
+                    run(["fusermount3", "-uz", m], check=False, timeout=30)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    return rc, err_path.read_bytes(), mounted
 
 
 # --- mount table ------------------------------------------------------------
@@ -263,6 +306,48 @@ def renameat2(src, dst, flags: int) -> None:
         raise OSError(e, os.strerror(e), os.fsdecode(s), None, os.fsdecode(d))
 
 
+# --- other users, other filesystems ------------------------------------------
+
+NOBODY = 65534
+
+
+def as_user(cmd, *, uid: int = NOBODY, gid: int = NOBODY, timeout: float = 60,
+            check: bool = False) -> subprocess.CompletedProcess:
+    """Run cmd as another uid/gid with no supplementary groups (setpriv), LC_ALL=C, text output."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
+    return run(["setpriv", "--reuid", str(uid), "--regid", str(gid), "--clear-groups", *cmd],
+               timeout=timeout, check=check, env=env, text=True, errors="backslashreplace")
+
+
+@contextlib.contextmanager
+def public_tmpdir(prefix: str = "albumfs-"):
+    """A fresh directory under /tmp, mode 0755, so that other users can traverse it (pytest's
+    tmp_path is under a 0700 directory). Removed afterwards, unless something is still
+    mounted below it (then it is left for inspection rather than followed into a mount)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    os.chmod(path, 0o755)
+    try:
+        yield path
+    finally:
+        prefix_ = os.fspath(path) + "/"
+        if not any(e[1] == os.fspath(path) or e[1].startswith(prefix_) for e in mount_entries()):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def small_tmpfs(path, size: str):
+    """Mount a tmpfs of the given size (e.g. "20m") on path (needs root); always unmounted."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "albumfs-test-tmpfs", path], timeout=30)
+    try:
+        yield path
+    finally:
+        if is_mounted(path):
+            if run(["umount", path], check=False, timeout=30).returncode != 0:
+                run(["umount", "-l", path], check=False, timeout=30)
+
+
 # --- processes --------------------------------------------------------------
 
 
@@ -296,3 +381,17 @@ def rsync_files_transferred(stats_output: str) -> int:
     m = re.search(r"Number of regular files transferred: ([\d,.]+)", stats_output)
     assert m, f"no transfer count in rsync --stats output:\n{stats_output}"
     return int(re.sub(r"[,.]", "", m.group(1)))
+
+
+# --- crash test settings ----------------------------------------------------
+
+
+def _crash_seed() -> int:
+    env = os.environ.get("ALBUMFS_CRASH_SEED")
+    if env:
+        return int(env)
+    return int.from_bytes(os.urandom(4), "big")
+
+
+CRASH_ITERATIONS = int(os.environ.get("ALBUMFS_CRASH_ITERATIONS", "20"))
+CRASH_SEED = _crash_seed()

@@ -18,6 +18,11 @@ Run:   python3 -m pytest Tests/integration          (as root, as CI does, or as 
 - Teardown also fails a test whose mount vanished or whose daemon died while the
   test ran (a vanished FUSE mount makes later writes land in the underlying
   directory and pass for the wrong reason).
+- Fixture `mount_factory` (function scope): `new(name, store=None, mp=None, options=None,
+  start=True)` makes more such mounts (own store and mount point, default under
+  tmp_path/name), for tests that need several stores or a store/mount point in a
+  particular place (a small tmpfs, a directory other users can traverse). Every one is
+  watched and cleaned up like `mount`.
 - Watchdog: a test that outlives its budget (default 300 s; marker
   `@pytest.mark.mount_timeout(SECONDS)`) gets its FUSE connection aborted and its
   daemon killed, so a blocked syscall fails with ENOTCONN instead of hanging CI.
@@ -39,6 +44,8 @@ import pytest
 
 from albumfs_testlib import (  # noqa: F401  (run is re-exported for tests)
     ALBUMFS,
+    CRASH_ITERATIONS,
+    CRASH_SEED,
     fuse_connection_abort_file,
     is_mounted,
     run,
@@ -55,7 +62,8 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return f"albumfs binary: {ALBUMFS}"
+    return [f"albumfs binary: {ALBUMFS}",
+            f"crash test: ALBUMFS_CRASH_SEED={CRASH_SEED} ALBUMFS_CRASH_ITERATIONS={CRASH_ITERATIONS}"]
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -86,13 +94,16 @@ def fuse_environment():
 class Mount:
     """One store and one mount point; the daemon runs in the foreground (-f)."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, store: Path | None = None, mp: Path | None = None,
+                 make_store: bool = True):
         self.base = base
-        self.store = base / "store"
-        self.mp = base / "mnt"
+        self.store = store if store is not None else base / "store"
+        self.mp = mp if mp is not None else base / "mnt"
         self.log = base / "albumfs.log"
-        self.store.mkdir()
-        self.mp.mkdir()
+        base.mkdir(parents=True, exist_ok=True)
+        if make_store:
+            self.store.mkdir(parents=True, exist_ok=True)
+        self.mp.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen | None = None
         self.expect_mounted = False
         self.starts = 0
@@ -158,7 +169,7 @@ class Mount:
     def kill(self) -> None:
         """kill -9 the daemon (a crash), then detach its dead mount."""
         self.expect_mounted = False
-        self.proc.send_signal(signal.SIGKILL)
+        self.proc.send_signal(signal.SIGKILL)  # a no-op when the daemon is already reaped
         self.proc.wait(timeout=EXIT_WAIT)
         _quiet(["fusermount3", "-u", self.mp])
         if is_mounted(self.mp):
@@ -217,8 +228,7 @@ def _quiet(cmd) -> bool:
 def mount(tmp_path, request):
     """A fresh store mounted at tmp_path/mnt; always unmounted afterwards."""
     m = Mount(tmp_path)
-    marker = request.node.get_closest_marker("mount_timeout")
-    budget = marker.args[0] if marker else DEFAULT_TEST_TIMEOUT
+    budget = _budget(request)
     timer = threading.Timer(budget, m.watchdog)
     timer.daemon = True
     timer.start()
@@ -242,3 +252,56 @@ def mount(tmp_path, request):
         pytest.fail(f"watchdog: test ran longer than {budget} s; the mount was aborted", pytrace=False)
     if late:
         pytest.fail("\n".join(late), pytrace=False)
+
+
+@pytest.fixture
+def mount_factory(tmp_path, request):
+    """new(name, store=None, mp=None, options=None, start=True) -> Mount: more mounts, each
+    with its own store and mount point (default tmp_path/name/{store,mnt}); all unmounted
+    afterwards, all under one watchdog (the test's mount_timeout budget)."""
+    made: list[Mount] = []
+    fired = threading.Event()
+    budget = _budget(request)
+
+    def on_timeout():
+        fired.set()
+        for m in list(made):
+            m.watchdog()
+
+    def new(name: str, store: Path | None = None, mp: Path | None = None,
+            options: list[str] | None = None, start: bool = True, make_store: bool = True) -> Mount:
+        m = Mount(tmp_path / name, store=store, mp=mp, make_store=make_store)
+        made.append(m)
+        if start:
+            m.start(options)
+        return m
+
+    timer = threading.Timer(budget, on_timeout)
+    timer.daemon = True
+    timer.start()
+    late = []
+    try:
+        yield new
+        if not fired.is_set():
+            for m in made:
+                if m.expect_mounted and not is_mounted(m.mp):
+                    late.append(f"{m.mp} vanished from the mount table during the test")
+                elif m.expect_mounted and m.proc.poll() is not None:
+                    late.append(f"the daemon of {m.mp} died during the test (status {m.proc.returncode})")
+    finally:
+        timer.cancel()
+        for m in made:
+            late += m.cleanup()
+        call = getattr(request.node, "rep_call", None)
+        if late or fired.is_set() or (call is not None and call.failed):
+            for m in made[-3:]:
+                print(f"--- albumfs log ({m.log}) ---\n{m.log_text()[-6000:]}")
+    if fired.is_set():
+        pytest.fail(f"watchdog: test ran longer than {budget} s; its mounts were aborted", pytrace=False)
+    if late:
+        pytest.fail("\n".join(late), pytrace=False)
+
+
+def _budget(request) -> float:
+    marker = request.node.get_closest_marker("mount_timeout")
+    return marker.args[0] if marker else DEFAULT_TEST_TIMEOUT

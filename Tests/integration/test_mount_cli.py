@@ -8,35 +8,8 @@ import time
 import pytest
 
 from albumfs_testlib import (
-    ALBUMFS, expect_errno, create, is_mounted, mount_entry, names, pids_mentioning, read, run, write,
+    ALBUMFS, attempt, expect_errno, create, is_mounted, mount_entry, names, pids_mentioning, read, run, write,
 )
-
-
-def attempt(cmd, tmp_path, mps, *, wait=10.0):
-    """Run an albumfs command that should fail fast; never leave a mount or a process behind.
-
-    Returns (exit status or None if it was still running after `wait`, stderr, whether any of
-    the mount points mps got mounted)."""
-    err_path = tmp_path / f"attempt-{time.monotonic_ns()}.err"
-    # Files, not pipes: a daemon that wrongly detaches would keep a pipe open forever.
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen([os.fspath(c) for c in cmd], stdin=subprocess.DEVNULL,
-                                stdout=err, stderr=err)
-        try:
-            rc = proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            rc = None
-        finally:
-            mounted = any(is_mounted(m) for m in mps)
-            for m in mps:
-                if is_mounted(m):
-                    run(["fusermount3", "-u", m], check=False, timeout=30)
-                if is_mounted(m):
-                    run(["fusermount3", "-uz", m], check=False, timeout=30)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-    return rc, err_path.read_bytes(), mounted
 
 
 @pytest.mark.parametrize("foreground", [True, False], ids=["-f", "background"])
