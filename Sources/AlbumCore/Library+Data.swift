@@ -57,17 +57,34 @@ extension Library {
         try syscall { pread(file.descriptor, buffer, count, off_t(offset)) }
     }
 
-    /// Writes `count` bytes at `offset`. No database work: the new size and
-    /// times are kept in memory until the flush.
+    /// Writes `count` bytes at `offset` from `buffer`. No database work: the
+    /// new size and times are kept in memory until the flush.
     public func write(_ file: OpenFile, from buffer: UnsafeRawPointer, count: Int, at offset: Int64) throws(LibraryError) -> Int {
-        if isReadOnly { throw .readOnly }
-        var written = 0
-        while written < count {
-            let n = try syscall { pwrite(file.descriptor, buffer + written, count - written, off_t(offset) + off_t(written)) }
-            if n == 0 { throw .io(EIO) }
-            written += n
+        try write(file, count: count, at: offset) { descriptor in
+            var written = 0
+            while written < count {
+                let n = pwrite(descriptor, buffer + written, count - written, off_t(offset) + off_t(written))
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 { return written > 0 ? written : -Int(errno) }
+                if n == 0 { break }
+                written += n
+            }
+            return written
         }
-        openFiles.wrote(file.id, endingAt: offset + Int64(count), now: currentTime())
+    }
+
+    /// Writes up to `count` bytes at `offset` through `transfer`, which moves
+    /// the data into the content file's descriptor by whatever means the
+    /// caller has (pwrite of a buffer, splice from a pipe) and returns the
+    /// bytes written or a negated errno.
+    public func write(_ file: OpenFile, count: Int, at offset: Int64,
+                      transfer: (_ descriptor: Int32) -> Int) throws(LibraryError) -> Int {
+        if isReadOnly || !file.isWritable { throw isReadOnly ? .readOnly : .io(EBADF) }
+        let written = transfer(file.descriptor)
+        if written < 0 { throw LibraryError(errno: Int32(-written)) }
+        if written > 0 {
+            openFiles.wrote(file.id, endingAt: offset + Int64(written), now: currentTime())
+        }
         return written
     }
 

@@ -1,6 +1,7 @@
 import AlbumCore
 import CFuse3
 import Dispatch
+import Synchronization
 
 /// Tells the kernel what a ChangeSet made stale, in two steps around the reply:
 ///
@@ -14,17 +15,23 @@ import Dispatch
 ///   they must never be sent from a request's thread (see FileSystem.swift).
 ///   Until one lands, a stale name can still resolve, but its attributes are
 ///   already gone, so the next stat asks us and gets ENOENT.
-final class Invalidator: @unchecked Sendable {
-    // The session pointer is set once before the loop starts and cleared in
-    // `drain`, both on the queue. Hence @unchecked.
-    private var session: OpaquePointer?
+final class Invalidator: Sendable {
+    /// The session, behind its own lock. Never reach it through `queue`: the
+    /// queue may be blocked in the kernel on a directory lock that the very
+    /// request calling `beforeReply` holds.
+    private let session = Mutex<Session?>(nil)
     private let queue = DispatchQueue(label: "albumfs.invalidations")
 
-    func attach(_ session: OpaquePointer?) { queue.sync { self.session = session } }
+    /// libfuse's session pointer; libfuse allows notifications from any thread.
+    private struct Session: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
+    func attach(_ pointer: OpaquePointer) { session.withLock { $0 = Session(pointer: pointer) } }
 
     /// Step one: before the reply.
     func beforeReply(_ changes: ChangeSet) {
-        guard let session = queue.sync(execute: { self.session }) else { return }
+        guard let session = session.withLock({ $0?.pointer }) else { return }
         for node in changes.nodes {
             // A negative offset drops the cached attributes only.
             _ = fuse_lowlevel_notify_inval_inode(session, node, -1, 0)
@@ -40,7 +47,7 @@ final class Invalidator: @unchecked Sendable {
     func afterReply(_ changes: ChangeSet) {
         guard !changes.entries.isEmpty else { return }
         queue.async { [self] in
-            guard let session else { return }
+            guard let session = session.withLock({ $0?.pointer }) else { return }
             for entry in changes.entries {
                 entry.name.withUnsafeBufferPointer { name in
                     name.withMemoryRebound(to: CChar.self) { chars in
@@ -53,6 +60,7 @@ final class Invalidator: @unchecked Sendable {
 
     /// Waits for queued notifications, then stops sending (before the session goes).
     func drain() {
-        queue.sync { session = nil }
+        queue.sync {}
+        session.withLock { $0 = nil }
     }
 }

@@ -11,8 +11,11 @@ enum Operations {
             // Take the big requests the kernel offers; never raise max_write above
             // what libfuse proposes (that kills the session silently).
             conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ)
-            // Reads are answered by splicing from the content file.
-            conn.pointee.want |= conn.pointee.capable & UInt32(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
+            // Data moves by splice where the kernel allows: reads from the
+            // content file to the kernel, writes from the kernel's pipe into
+            // the content file.
+            conn.pointee.want |= conn.pointee.capable
+                & UInt32(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ)
         }
         install(nodes: &ops)
         install(directories: &ops)

@@ -46,10 +46,22 @@ extension Operations {
                 fuse_reply_buf(req, buffer.assumingMemoryBound(to: CChar.self), count)
             }
         }
-        ops.write = { req, _, bytes, size, offset, fi in
+        ops.write_buf = { req, _, source, offset, fi in
+            // The data may still be in the kernel's pipe (splice read): it
+            // goes from there into the content file without passing through
+            // our memory.
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
-                let written = try fs.library.write(Operations.file(fi), from: UnsafeRawPointer(bytes!), count: size, at: Int64(offset))
+                let count = fuse_buf_size(source)
+                let written = try fs.library.write(Operations.file(fi), count: count, at: Int64(offset)) { descriptor in
+                    var destination = fuse_bufvec()
+                    destination.count = 1
+                    destination.buf.size = count
+                    destination.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
+                    destination.buf.fd = descriptor
+                    destination.buf.pos = offset
+                    return fuse_buf_copy(&destination, source, fuse_buf_copy_flags(rawValue: 0))
+                }
                 fuse_reply_write(req, written)
             }
         }
