@@ -35,8 +35,9 @@ extension Library {
             // Under the database lock, so a concurrent last release cannot
             // clear the mark between our check and our registration.
             try write { db in
-                if !openFiles.hasWriter(id) { try db.beginWrite(id) }
+                if !openFiles.isMarked(id) { try db.beginWrite(id) }
                 openFiles.opened(opened, writable: true)
+                openFiles.setMarked(id, true)
             }
         } catch {
             close(descriptor)
@@ -49,6 +50,7 @@ extension Library {
     public func openCreated(_ attributes: Attributes) throws(LibraryError) -> OpenFile {
         let descriptor = try content.open(attributes.id, writable: true)
         openFiles.opened(attributes, writable: true)
+        openFiles.setMarked(attributes.id, true)
         return OpenFile(id: attributes.id, descriptor: descriptor, isWritable: true)
     }
 
@@ -80,6 +82,14 @@ extension Library {
     public func write(_ file: OpenFile, count: Int, at offset: Int64,
                       transfer: (_ descriptor: Int32) -> Int) throws(LibraryError) -> Int {
         if isReadOnly || !file.isWritable { throw isReadOnly ? .readOnly : .io(EBADF) }
+        if !openFiles.isMarked(file.id) {
+            // A flush cleared the mark but a handle wrote on (a dup'ed descriptor).
+            let openFiles = self.openFiles
+            try write { db in
+                if !openFiles.isMarked(file.id) { try db.beginWrite(file.id) }
+                openFiles.setMarked(file.id, true)
+            }
+        }
         let written = transfer(file.descriptor)
         if written < 0 { throw LibraryError(errno: Int32(-written)) }
         if written > 0 {
@@ -91,12 +101,32 @@ extension Library {
     /// Commits the size and times that writes changed. Runs at FLUSH (every
     /// close), so a closed file's metadata survives a killed daemon.
     public func flush(_ file: OpenFile) throws(LibraryError) {
-        guard let snapshot = openFiles.dirtySnapshot(file.id) else { return }
-        let a = snapshot.attributes
-        try write { db in
-            try db.writeContentState(a.id, size: a.size, modified: a.modificationTime, changed: a.changeTime)
+        try commit(file) { $0.flushing(file.id, writable: file.isWritable) }
+    }
+
+    /// Commits what `take` says under the database lock, in one transaction;
+    /// nothing at all when there is nothing to commit.
+    private func commit(_ file: OpenFile, _ take: @escaping (OpenFiles) -> OpenFiles.Commit) throws(LibraryError) {
+        let openFiles = self.openFiles
+        let commit = try database.withLock { db throws(LibraryError) -> OpenFiles.Commit in
+            let commit = take(openFiles)
+            guard !commit.isEmpty else { return commit }
+            do throws(LibraryError) {
+                try mappingErrors {
+                    try db.transaction {
+                        if let a = commit.snapshot?.attributes {
+                            try db.writeContentState(a.id, size: a.size, modified: a.modificationTime, changed: a.changeTime)
+                        }
+                        if commit.unmark { try db.endWrite(file.id) }
+                    }
+                }
+            } catch {
+                if commit.unmark { openFiles.setMarked(file.id, true) }
+                throw error
+            }
+            return commit
         }
-        openFiles.committed(snapshot)
+        if let snapshot = commit.snapshot { openFiles.committed(snapshot) }
     }
 
     /// Makes the file's data and metadata durable against power loss: its
@@ -119,27 +149,17 @@ extension Library {
         try syscall { fsync(wal) }
     }
 
-    /// The last close of a handle: commit what is left, and when the last
-    /// writer goes, clear the asset's unfinished-write mark in the same
-    /// transaction.
+    /// The last close of a handle: commit what is left (the live state if it
+    /// changed, the mark when the last writer goes) and drop the descriptor.
     public func release(_ file: OpenFile) throws(LibraryError) {
         defer {
             close(file.descriptor)
             openFiles.forgetIfClosed(file.id)
         }
-        guard file.isWritable else {
-            _ = openFiles.closing(file.id, writable: false)
+        if isReadOnly {
+            _ = openFiles.closing(file.id, writable: file.isWritable)
             return
         }
-        let openFiles = self.openFiles
-        let snapshot = try write { db -> OpenFiles.Snapshot? in
-            let (snapshot, lastWriter) = openFiles.closing(file.id, writable: true)
-            if let a = snapshot?.attributes {
-                try db.writeContentState(a.id, size: a.size, modified: a.modificationTime, changed: a.changeTime)
-            }
-            if lastWriter { try db.endWrite(file.id) }
-            return snapshot
-        }
-        if let snapshot { openFiles.committed(snapshot) }
+        try commit(file) { $0.closing(file.id, writable: file.isWritable) }
     }
 }

@@ -15,6 +15,10 @@ final class OpenFiles: Sendable {
         var dirty = false
         /// Bumped by every write, so a flush only marks clean what it committed.
         var generation: UInt64 = 0
+        /// The asset has an `unfinished_writes` row: its data may be ahead of
+        /// its committed size. Set before data can change, cleared when the
+        /// size is committed and no handle is left that could write more.
+        var marked = false
     }
 
     private let files = Mutex<[NodeID: LiveFile]>([:])
@@ -28,21 +32,51 @@ final class OpenFiles: Sendable {
         }
     }
 
-    func hasWriter(_ id: NodeID) -> Bool {
-        files.withLock { files in (files[id]?.writerCount ?? 0) > 0 }
+    func isMarked(_ id: NodeID) -> Bool {
+        files.withLock { files in files[id]?.marked ?? false }
     }
 
-    /// Drops one open. Returns the state left to commit (if any) and whether
-    /// this was the last writer. The caller commits before dropping the entry
-    /// (`forget`), so getattr never falls back to an older row.
-    func closing(_ id: NodeID, writable: Bool) -> (snapshot: Snapshot?, lastWriter: Bool) {
+    func setMarked(_ id: NodeID, _ marked: Bool) {
+        files.withLock { files in files[id]?.marked = marked }
+    }
+
+    /// What a commit must write: the live state if it changed, and whether
+    /// the unfinished-write mark can go with it.
+    struct Commit: Sendable {
+        let snapshot: Snapshot?
+        let unmark: Bool
+        var isEmpty: Bool { snapshot == nil && !unmark }
+    }
+
+    /// The commit of a flush. The mark goes when `handleCount` handles are
+    /// all that is open (a flush: the one handle being flushed), since no
+    /// other handle can write after it. Taken under the database lock; on a
+    /// failed commit the caller calls `setMarked(id, true)` again.
+    func flushing(_ id: NodeID, writable: Bool) -> Commit {
         files.withLock { files in
-            guard var file = files[id] else { return (nil, false) }
+            guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
+            let snapshot = file.dirty ? Snapshot(attributes: file.attributes, generation: file.generation) : nil
+            let unmark = file.marked && writable && file.openCount == 1
+            if unmark { file.marked = false }
+            files[id] = file
+            return Commit(snapshot: snapshot, unmark: unmark)
+        }
+    }
+
+    /// Drops one open and returns what must be committed with it: the live
+    /// state if it changed, and the mark when the last writer goes. The
+    /// caller commits before `forgetIfClosed`, so getattr never falls back to
+    /// an older row.
+    func closing(_ id: NodeID, writable: Bool) -> Commit {
+        files.withLock { files in
+            guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
             let snapshot = file.dirty ? Snapshot(attributes: file.attributes, generation: file.generation) : nil
             file.openCount -= 1
             if writable { file.writerCount -= 1 }
+            let unmark = file.marked && file.writerCount == 0
+            if unmark { file.marked = false }
             files[id] = file
-            return (snapshot, writable && file.writerCount == 0)
+            return Commit(snapshot: snapshot, unmark: unmark)
         }
     }
 
