@@ -131,3 +131,41 @@ def test_help_and_version():
         p = run([ALBUMFS, flag], check=False, timeout=30)
         assert p.returncode == 0, (flag, p.returncode, p.stderr)
         assert (p.stdout + p.stderr).strip()
+
+
+INSTALLED = "/usr/local/bin/albumfs"
+
+
+def test_mount_t_fuse_albumfs(tmp_path):
+    """SEMANTICS: `mount -t fuse.albumfs STORE MP -o …` works through mount.fuse3, which runs the
+    installed binary with no PATH or HOME and adds generic options (rw, dev, suid, …)."""
+    if os.path.lexists(INSTALLED) and os.path.realpath(INSTALLED) != os.path.realpath(ALBUMFS):
+        pytest.fail(f"{INSTALLED} is another albumfs than the one under test ({ALBUMFS}); "
+                    "remove it or point it at the build")
+    placed = not os.path.lexists(INSTALLED)
+    if placed:
+        os.symlink(ALBUMFS, INSTALLED)
+    store, mp = tmp_path / "store", tmp_path / "mnt"
+    mp.mkdir()
+    try:
+        p = run(["mount", "-t", "fuse.albumfs", store, mp, "-o", "noatime,nodiratime,lazytime,nosuid"],
+                check=False, timeout=30)
+        assert p.returncode == 0, p.stderr
+        entry = mount_entry(mp)
+        assert entry is not None and entry[0] == str(store) and entry[2] == "fuse.albumfs"
+        write(mp / "Camera Roll" / "x.jpg", b"x")
+        assert read(mp / "Camera Roll" / "x.jpg") == b"x"
+        refused = run(["mount", "-t", "fuse.albumfs", store, tmp_path, "-o", "no_such_option"],
+                      check=False, timeout=30)
+        assert refused.returncode != 0
+    finally:
+        if is_mounted(mp):
+            run(["fusermount3", "-u", mp], check=False, timeout=30)
+        if is_mounted(mp):
+            run(["fusermount3", "-uz", mp], check=False, timeout=30)
+        if placed:
+            os.unlink(INSTALLED)
+        deadline = time.monotonic() + 10
+        while pids_mentioning(str(store)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert not pids_mentioning(str(store)), "daemon still running 10 s after unmount"
