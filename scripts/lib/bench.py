@@ -1,0 +1,865 @@
+#!/usr/bin/env python3
+"""albumfs against a plain directory on the same disk. Run through scripts/bench,
+which builds the release binary and passes it in $ALBUMFS_BIN.
+
+Each workload runs the same shell command on a plain tree and on an albumfs
+mount of the same shape, interleaved (plain, albumfs, plain, albumfs, ...),
+for --rounds rounds; the table gives the medians and the ratio albumfs/plain
+(for W5: albumfs IOPS / plain IOPS). Cold runs follow
+`sync; echo 3 > /proc/sys/vm/drop_caches`; warm runs follow one untimed run of
+the same command.
+
+Layout of the work dir ($ALBUMFS_BENCH_DIR, default /var/tmp/albumfs-bench):
+  src/photos/IMG_0000.JPG ...  the photos to import (1 MiB random bytes each)
+  src/big.MOV                  the big file (2 GiB random bytes)
+  plain/Albums/Big/            the big album (4 KiB random files)
+  plain/Albums/Import/         W1's copy of src/photos
+  plain/Camera Roll/           hard links of everything in plain/Albums, and big.MOV
+  store/, mnt/                 the albumfs store and its mount, same tree
+  out-plain/, out-albumfs/     W4's rsync targets
+"""
+import argparse
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+MARKER = ".albumfs-bench"
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+class BenchError(Exception):
+    pass
+
+
+class Terminated(BaseException):
+    pass
+
+
+def log(message):
+    sys.stderr.write(f"[bench {time.strftime('%H:%M:%S')}] {message}\n")
+    sys.stderr.flush()
+
+
+def q(path):
+    return shlex.quote(path)
+
+
+def median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def human_bytes(n):
+    if n >= GiB and n % GiB == 0:
+        return f"{n // GiB} GiB"
+    if n >= MiB and n % MiB == 0:
+        return f"{n // MiB} MiB"
+    return f"{n // 1024} KiB"
+
+
+class Runner:
+    """Runs shell commands in their own session with a timeout; a command that
+    does not end in time is killed with its whole process group."""
+
+    def __init__(self, on_stuck):
+        self.current = None
+        self.on_stuck = on_stuck
+
+    def run(self, command, timeout, capture=False, check=True):
+        """Runs `command` under bash; returns (seconds, stdout or None)."""
+        start = time.perf_counter()
+        process = subprocess.Popen(["bash", "-c", "set -o pipefail; " + command], start_new_session=True,
+                                   stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)
+        self.current = process
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(process)
+            raise BenchError(f"timed out after {timeout} s: {command}")
+        finally:
+            self.current = None
+        seconds = time.perf_counter() - start
+        if check and process.returncode != 0:
+            raise BenchError(f"failed (exit {process.returncode}): {command}\n{err.strip()}")
+        return seconds, out
+
+    def kill(self, process):
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            # Stuck in the kernel on a FUSE request: break the mount, then wait again.
+            self.on_stuck()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                log(f"process {process.pid} does not die; leaving it")
+
+    def kill_current(self):
+        if self.current is not None and self.current.poll() is None:
+            self.kill(self.current)
+
+
+def run_bounded(argv, timeout, input_text=None):
+    """Runs argv; returns (exit status, stdout, stderr), status None when it did
+    not end in time. Never waits without a bound: a process stuck on a dead
+    FUSE mount is killed, and abandoned if even that does not end it."""
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+        return process.returncode, out, err
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            log(f"abandoning {argv[0]} ({process.pid}), stuck")
+        return None, "", ""
+
+
+def mounted_points():
+    """Mount points from /proc/self/mountinfo (reading it never touches a FUSE mount)."""
+    points = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            fstype = line.split(" - ", 1)[1].split()[0]
+            points[point] = (fields[2], fstype)
+    return points
+
+
+def process_state(pid):
+    """The state letter of a process (R, S, D, T, Z, ...), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+class Watchdog:
+    """Bounds the bench's own file operations on the mount, which no subprocess
+    timeout covers: when a phase overruns, `on_expire` kills the daemons, so
+    every request waiting on them fails (ENOTCONN) instead of hanging."""
+
+    def __init__(self, on_expire):
+        self.on_expire = on_expire
+        self.deadline = None
+        self.what = None
+        self.expired = None
+        self.lock = threading.Lock()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self):
+        while True:
+            time.sleep(0.5)
+            with self.lock:
+                overdue = self.deadline is not None and time.monotonic() > self.deadline
+                what = self.what
+                if overdue:
+                    self.deadline = None
+            if overdue:
+                self.expired = what
+                log(f"HUNG: {what} did not finish in time: stopping the daemons")
+                self.on_expire()
+
+    @contextlib.contextmanager
+    def phase(self, what, seconds):
+        with self.lock:
+            self.deadline, self.what = time.monotonic() + seconds, what
+        try:
+            yield
+        except OSError as error:
+            if self.expired == what:
+                raise BenchError(f"{what} hung (the daemon was stopped after {seconds:.0f} s): {error}")
+            raise
+        finally:
+            with self.lock:
+                self.deadline = None
+
+
+class Mount:
+    """One albumfs mount: `albumfs mount --store STORE MOUNTPOINT`, its daemon
+    found by its command line."""
+
+    def __init__(self, binary, store, mountpoint):
+        self.binary, self.store, self.mountpoint = binary, store, mountpoint
+        self.pid = None
+
+    def mount(self, timeout=60):
+        os.makedirs(self.mountpoint, exist_ok=True)
+        if self.is_mounted():
+            raise BenchError(f"{self.mountpoint} is already mounted")
+        start = time.perf_counter()
+        status, _, err = run_bounded([self.binary, "mount", "--store", self.store, self.mountpoint], timeout)
+        seconds = time.perf_counter() - start
+        self.pid = self.find_daemon()
+        if status is None:
+            raise BenchError(f"albumfs mount did not return within {timeout} s")
+        if status != 0:
+            raise BenchError(f"albumfs mount failed (exit {status}): {err.strip()}")
+        if self.pid is None:
+            raise BenchError(f"no daemon found for the store {self.store}")
+        self.check()
+        return seconds
+
+    def find_daemon(self):
+        status, out, _ = run_bounded(["pgrep", "-f", f"mount --store {re.escape(self.store)} "], 10)
+        pids = [int(p) for p in out.split()]
+        pids = [p for p in pids if p != os.getpid() and self._is_daemon(p)]
+        return pids[0] if pids else None
+
+    @staticmethod
+    def _is_daemon(pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+            return os.path.basename(argv0).startswith(b"albumfs")
+        except OSError:
+            return False
+
+    def is_mounted(self):
+        return self.mountpoint in mounted_points()
+
+    def daemon_alive(self):
+        return self.pid is not None and process_state(self.pid) not in (None, "Z")
+
+    def check(self):
+        """Before writing into the mount: it must be mounted (`mountpoint -q`,
+        read from the mount table) and its daemon running."""
+        if self.pid is not None and not self.daemon_alive():
+            raise BenchError(f"the albumfs daemon ({self.pid}) is gone")
+        if process_state(self.pid) == "T":
+            raise BenchError(f"the albumfs daemon ({self.pid}) is stopped")
+        if not self.is_mounted():
+            raise BenchError(f"{self.mountpoint} is not mounted")
+
+    def status(self, field):
+        """A field of the daemon's /proc status in KiB (VmHWM, VmRSS), or None."""
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith(field + ":"):
+                        return int(line.split()[1])
+        except (OSError, TypeError):
+            pass
+        return None
+
+    def reset_peak(self):
+        """Resets VmHWM to the current RSS (clear_refs 5); False when not allowed."""
+        try:
+            with open(f"/proc/{self.pid}/clear_refs", "w") as f:
+                f.write("5")
+            return True
+        except OSError:
+            return False
+
+    def kill(self):
+        """The last resort for a hung mount: the daemon dies, the kernel fails
+        every request waiting on it, and the mount can be unmounted."""
+        entry = mounted_points().get(self.mountpoint)
+        if entry and "fuse" in entry[1]:
+            try:
+                with open(f"/sys/fs/fuse/connections/{entry[0].split(':')[1]}/abort", "w") as abort:
+                    abort.write("1")
+            except OSError:
+                pass
+        if self.daemon_alive():
+            log(f"killing the albumfs daemon {self.pid}")
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def unmount(self):
+        """fusermount3 -u (a few tries), then -uz; waits for the daemon to end, then kills it."""
+        for attempt in range(3):
+            if not self.is_mounted():
+                break
+            status, _, err = run_bounded(["fusermount3", "-u", self.mountpoint], 30)
+            if status == 0:
+                break
+            if status is None:
+                self.kill()
+            time.sleep(1)
+        if self.is_mounted():
+            log(f"{self.mountpoint} is busy: lazy unmount")
+            run_bounded(["fusermount3", "-uz", self.mountpoint], 30)
+        if self.pid is not None:
+            deadline = time.monotonic() + 15
+            while self.daemon_alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self.daemon_alive():
+                log(f"daemon {self.pid} still running 15 s after the unmount")
+                self.kill()
+            self.pid = None
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.binary = os.environ.get("ALBUMFS_BIN") or shutil.which("albumfs")
+        if not self.binary or not os.access(self.binary, os.X_OK):
+            raise BenchError("set ALBUMFS_BIN to the albumfs binary (scripts/bench does)")
+        self.work = os.path.realpath(os.environ.get("ALBUMFS_BENCH_DIR", "/var/tmp/albumfs-bench"))
+        if self.quick:
+            self.photos, self.photo_size, self.big_size, self.album_size = 200, MiB, 64 * MiB, 5_000
+            self.rounds, self.random_seconds, self.timeout = 1, 2.0, 60
+            self.scale_assets, self.scale_album = 100_000, 10_000
+        else:
+            self.photos, self.photo_size, self.big_size, self.album_size = 2_000, MiB, 2 * GiB, 100_000
+            self.rounds, self.random_seconds, self.timeout = 3, 10.0, 900
+            self.scale_assets, self.scale_album = 1_000_000, 100_000
+        if args.rounds:
+            self.rounds = args.rounds
+        if os.environ.get("ALBUMFS_BENCH_STEP_TIMEOUT"):
+            self.timeout = int(os.environ["ALBUMFS_BENCH_STEP_TIMEOUT"])
+        if args.scale_assets:
+            self.scale_assets = args.scale_assets
+            self.scale_album = min(self.scale_album, self.scale_assets)
+        self.can_drop = os.geteuid() == 0 and os.access("/proc/sys/vm/drop_caches", os.W_OK)
+        self.mounts = []
+        self.runner = Runner(on_stuck=self.kill_daemons)
+        self.watchdog = Watchdog(on_expire=self.kill_daemons)
+        self.rows = []         # (label, plain values, albumfs values, kind, bar)
+        self.notes = []        # lines printed under the table
+        self.problems = []     # correctness failures: exit 1
+
+        self.src = os.path.join(self.work, "src")
+        self.plain = os.path.join(self.work, "plain")
+        self.store = os.path.join(self.work, "store")
+        self.mnt = os.path.join(self.work, "mnt")
+        self.sides = {"plain": self.plain, "albumfs": self.mnt}
+
+    # ----- helpers
+
+    def kill_daemons(self):
+        for mount in self.mounts:
+            mount.kill()
+
+    def sh(self, command, timeout=None, capture=False, check=True):
+        return self.runner.run(command, timeout or self.timeout, capture=capture, check=check)
+
+    def drop_caches(self):
+        self.sh("sync", timeout=self.timeout)
+        if self.can_drop:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+
+    def check_side(self, side):
+        if side == "albumfs":
+            self.active.check()
+
+    def problem(self, message):
+        log("PROBLEM: " + message)
+        self.problems.append(message)
+
+    # ----- set-up
+
+    def prepare_work_dir(self):
+        if os.path.exists(self.work):
+            if not os.path.exists(os.path.join(self.work, MARKER)) and os.listdir(self.work):
+                raise BenchError(f"{self.work} exists and is not a bench work dir; set ALBUMFS_BENCH_DIR")
+            self.unmount_leftovers()
+            if any(point.startswith(self.work + "/") for point in mounted_points()):
+                raise BenchError(f"something is still mounted in {self.work}")
+            log(f"removing the previous run's {self.work}")
+            shutil.rmtree(self.work)
+        os.makedirs(self.work)
+        open(os.path.join(self.work, MARKER), "w").close()
+
+    def unmount_leftovers(self):
+        for point in mounted_points():
+            if point.startswith(self.work + "/"):
+                log(f"unmounting a leftover mount {point}")
+                if run_bounded(["fusermount3", "-u", point], 30)[0] != 0:
+                    run_bounded(["fusermount3", "-uz", point], 30)
+
+    def check_space(self, scale_only):
+        data = 0
+        inodes = 0
+        if not scale_only:
+            imported = self.photos * self.photo_size + self.big_size
+            album = self.album_size * 8192  # 4 KiB of data plus the inode's share
+            # src, plain, store, and the two rsync targets of the photos
+            data += 3 * imported + 2 * album + 2 * self.photos * self.photo_size
+            inodes += 4 * self.album_size + 6 * self.photos
+        if self.args.scale or scale_only:
+            data += self.scale_assets * 600 + self.scale_album * 8192 + 64 * MiB
+            inodes += self.scale_assets + self.scale_album + 1000
+        need = int(data * 1.1) + 2 * GiB
+        st = os.statvfs(self.work)
+        free = st.f_bavail * st.f_frsize
+        log(f"disk: need about {need / GiB:.1f} GiB, {free / GiB:.1f} GiB free in {self.work}")
+        if free < need:
+            raise BenchError(f"not enough space in {self.work}: need {need / GiB:.1f} GiB, "
+                             f"have {free / GiB:.1f} GiB (set ALBUMFS_BENCH_DIR)")
+        if st.f_files and st.f_favail < inodes * 1.2:
+            raise BenchError(f"not enough inodes in {self.work}: need {inodes}, have {st.f_favail}")
+
+    def make_data(self):
+        log(f"making data: {self.photos} × {human_bytes(self.photo_size)}, one {human_bytes(self.big_size)} file")
+        photos = os.path.join(self.src, "photos")
+        os.makedirs(photos)
+        for i in range(self.photos):
+            with open(os.path.join(photos, f"IMG_{i:04d}.JPG"), "wb") as f:
+                f.write(os.urandom(self.photo_size))
+        with open(os.path.join(self.src, "big.MOV"), "wb") as f:
+            chunk = 16 * MiB
+            for offset in range(0, self.big_size, chunk):
+                f.write(os.urandom(min(chunk, self.big_size - offset)))
+        for side in (self.plain,):
+            os.makedirs(os.path.join(side, "Camera Roll"))
+            os.makedirs(os.path.join(side, "Albums"))
+
+    def build_album(self):
+        with self.watchdog.phase("building the album through the mount", self.album_size / 100 + 2 * self.timeout):
+            self._build_album()
+
+    def _build_album(self):
+        """The big album, once per run: plain/Albums/Big (+ roll hard links) and
+        the same files created through the mount (not timed)."""
+        log(f"building the album of {self.album_size} × 4 KiB (plain, and through the mount)")
+        self.mount.check()
+        plain_album = os.path.join(self.plain, "Albums", "Big")
+        plain_roll = os.path.join(self.plain, "Camera Roll")
+        mount_album = os.path.join(self.mnt, "Albums", "Big")
+        os.mkdir(plain_album)
+        os.mkdir(mount_album)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        start = time.perf_counter()
+        for i in range(self.album_size):
+            name = f"P{i:06d}.jpg"
+            data = os.urandom(4096)
+            for directory in (plain_album, mount_album):
+                fd = os.open(os.path.join(directory, name), flags, 0o644)
+                try:
+                    os.write(fd, data)
+                finally:
+                    os.close(fd)
+            os.link(os.path.join(plain_album, name), os.path.join(plain_roll, name))
+            if i and i % 20_000 == 0:
+                log(f"  {i} files ({i / (time.perf_counter() - start):.0f}/s through both)")
+        self.sh("sync")
+        seconds = time.perf_counter() - start
+        count = len(os.listdir(mount_album))
+        roll = len(os.listdir(os.path.join(self.mnt, "Camera Roll")))
+        if count != self.album_size or roll != self.album_size:
+            self.problem(f"after building the album: {count} entries in Albums/Big, {roll} in the roll, "
+                         f"expected {self.album_size}")
+        self.notes.append(f"set-up (not timed in the table): {self.album_size} creates through the mount and "
+                          f"the plain dir took {seconds:.1f} s ({self.album_size / seconds:.0f} files/s)")
+
+    # ----- measuring
+
+    def measure(self, label, commands, kind="seconds", bar=None, before=None, after=None, rounds=None):
+        """Runs commands['plain'] and commands['albumfs'] alternately, `rounds` times.
+        before(side)/after(side, output) run untimed around each. kind 'seconds'
+        times the command; kind 'iops' takes the command's 3rd output field."""
+        values = {"plain": [], "albumfs": []}
+        for r in range(rounds or self.rounds):
+            with self.watchdog.phase(f"{label}, round {r + 1}", 4 * self.timeout):
+                for side in ("plain", "albumfs"):
+                    self.check_side(side)
+                    if before:
+                        before(side)
+                    self.check_side(side)
+                    seconds, out = self.sh(commands[side], capture=True)
+                    values[side].append(float(out.split()[2]) if kind == "iops" else seconds)
+                    if after:
+                        after(side, out)
+            digits = 0 if kind == "iops" else 3
+            log(f"  {label} round {r + 1}: plain {values['plain'][-1]:.{digits}f}, "
+                f"albumfs {values['albumfs'][-1]:.{digits}f}")
+        self.rows.append((label, values["plain"], values["albumfs"], kind, bar))
+        return values
+
+    def w1_import(self):
+        log("W1 import")
+        photos = os.path.join(self.src, "photos")
+        big = os.path.join(self.src, "big.MOV")
+
+        def remove_import(side):
+            root = self.sides[side]
+            album = os.path.join(root, "Albums", "Import")
+            roll = os.path.join(root, "Camera Roll")
+            if os.path.isdir(album):
+                # In albumfs, deleting from the roll deletes the asset (and its album
+                # entries) and frees its data; the plain tree mirrors it.
+                for name in os.listdir(album):
+                    try:
+                        os.unlink(os.path.join(roll, name))
+                    except FileNotFoundError:
+                        pass
+                if side == "plain":
+                    shutil.rmtree(album)
+                else:
+                    left = os.listdir(album)
+                    if left:
+                        self.problem(f"Albums/Import still holds {len(left)} entries after deleting them from the roll")
+                        for name in left:
+                            os.unlink(os.path.join(album, name))
+                    os.rmdir(album)
+            self.purge_trash(side)
+            self.sh(f"sync; cat {q(photos)}/* > /dev/null")
+
+        def link_import(side, _):
+            if side == "plain":
+                album = os.path.join(self.plain, "Albums", "Import")
+                for name in os.listdir(album):
+                    os.link(os.path.join(album, name), os.path.join(self.plain, "Camera Roll", name))
+
+        def remove_big(side):
+            path = os.path.join(self.sides[side], "Camera Roll", "big.MOV")
+            if os.path.exists(path):
+                os.unlink(path)
+            self.purge_trash(side)
+            self.sh(f"sync; cat {q(big)} > /dev/null")
+
+        for r in range(self.rounds):
+            # One round of each, so the photos and the 2 GiB file alternate too.
+            self.measure_round_into(
+                f"W1 import: cp -r {self.photos} × {human_bytes(self.photo_size)} into an album + sync",
+                {side: f"cp -r {q(photos)} {q(os.path.join(root, 'Albums', 'Import'))} && sync"
+                 for side, root in self.sides.items()},
+                before=remove_import, after=link_import, bar="≤ 1.5")
+            self.measure_round_into(
+                f"W1 import: cp {human_bytes(self.big_size)} file into the roll + sync",
+                {side: f"cp {q(big)} {q(os.path.join(root, 'Camera Roll'))}/ && sync"
+                 for side, root in self.sides.items()},
+                before=remove_big, bar="≤ 1.6")
+            log(f"  W1 round {r + 1} done")
+
+        # The imported data must be what was copied (not timed).
+        album = os.path.join(self.mnt, "Albums", "Import")
+        _, out = self.sh(f"diff -rq {q(photos)} {q(album)} && cmp {q(big)} {q(self.mnt)}/'Camera Roll/big.MOV' "
+                         f"&& echo same", check=False, capture=True)
+        if "same" not in (out or ""):
+            self.problem("W1: the imported files differ from the originals")
+
+    def measure_round_into(self, label, commands, bar, before=None, after=None):
+        """One round of `measure`, accumulated into the row named `label`."""
+        existing = next((row for row in self.rows if row[0] == label), None)
+        values = self.measure(label, commands, bar=bar, before=before, after=after, rounds=1)
+        if existing:
+            self.rows.pop()
+            existing[1].extend(values["plain"])
+            existing[2].extend(values["albumfs"])
+
+    def purge_trash(self, side):
+        """Empties Recently Deleted (once it exists), so deleting frees the data."""
+        if side != "albumfs":
+            return
+        trash = os.path.join(self.mnt, "Recently Deleted")
+        if os.path.isdir(trash):
+            for name in os.listdir(trash):
+                os.unlink(os.path.join(trash, name))
+
+    def w2_cold_read(self):
+        log("W2 cold read")
+        cold = "cold" if self.can_drop else "NOT cold (cannot drop caches)"
+        self.measure(f"W2 {cold} read: cat {self.photos} × {human_bytes(self.photo_size)} > /dev/null",
+                     {side: f"cat {q(os.path.join(root, 'Albums', 'Import'))}/* > /dev/null"
+                      for side, root in self.sides.items()},
+                     before=lambda side: self.drop_caches(), bar="≤ 1.3")
+        self.measure(f"W2 {cold} read: cat {human_bytes(self.big_size)} > /dev/null",
+                     {side: f"cat {q(os.path.join(root, 'Camera Roll', 'big.MOV'))} > /dev/null"
+                      for side, root in self.sides.items()},
+                     before=lambda side: self.drop_caches(), bar="≤ 1.2")
+
+    def w3_browse(self):
+        log("W3 browse (warm)")
+        roll_size = self.album_size + self.photos + 1
+        for where, count in (("Albums/Big", self.album_size), ("Camera Roll", roll_size)):
+            dirs = {side: os.path.join(root, where) for side, root in self.sides.items()}
+            what = f"album of {count}" if where.startswith("Albums") else f"roll of {count}"
+
+            def warm(command):
+                return lambda side: self.sh(command[side], capture=True)
+
+            def expect_count(side, out):
+                if out.strip() != str(count):
+                    self.problem(f"W3: find in {dirs[side]} counted {out.strip()}, expected {count}")
+
+            for name, template, check in (
+                    ("ls -l", "ls -l {} > /dev/null", None),
+                    ("find -type f | wc -l", "find {} -type f | wc -l", expect_count),
+                    ("du -s", "du -s {}", None)):
+                commands = {side: template.format(q(d)) for side, d in dirs.items()}
+                self.measure(f"W3 warm {name}, {what}", commands, before=warm(commands), after=check, bar="≤ 1.5")
+
+    def w4_backup(self):
+        log("W4 backup")
+        outs = {side: os.path.join(self.work, f"out-{side}") for side in self.sides}
+        srcs = {side: os.path.join(root, "Albums", "Import") for side, root in self.sides.items()}
+        full = {side: f"rsync -a {q(srcs[side])}/ {q(outs[side])}/" for side in self.sides}
+        cold = "cold" if self.can_drop else "NOT cold"
+        plain_values, albumfs_values = {"full": [], "again": []}, {"full": [], "again": []}
+        for r in range(self.rounds):
+            for side in ("plain", "albumfs"):
+                self.check_side(side)
+                if os.path.exists(outs[side]):
+                    shutil.rmtree(outs[side])
+                self.drop_caches()
+                self.check_side(side)
+                first, _ = self.sh(full[side])
+                second, _ = self.sh(full[side])
+                values = plain_values if side == "plain" else albumfs_values
+                values["full"].append(first)
+                values["again"].append(second)
+                # A second run must have nothing to transfer (not timed).
+                _, changes = self.sh(f"rsync -a -n -i {q(srcs[side])}/ {q(outs[side])}/", capture=True)
+                if changes.strip():
+                    self.problem(f"W4: a third rsync from {side} still has "
+                                 f"{len(changes.splitlines())} changes, e.g. {changes.splitlines()[0]}")
+            log(f"  W4 round {r + 1}: full plain {plain_values['full'][-1]:.3f}, albumfs "
+                f"{albumfs_values['full'][-1]:.3f}; no change plain {plain_values['again'][-1]:.3f}, "
+                f"albumfs {albumfs_values['again'][-1]:.3f}")
+        self.rows.append((f"W4 rsync -a album of {self.photos} to a plain dir ({cold})",
+                          plain_values["full"], albumfs_values["full"], "seconds", "≤ 1.3"))
+        self.rows.append(("W4 rsync -a again, no change (warm, right after)",
+                          plain_values["again"], albumfs_values["again"], "seconds", "≤ 1.5"))
+        _, out = self.sh(f"diff -rq {q(os.path.join(self.src, 'photos'))} {q(outs['albumfs'])} && echo same",
+                         capture=True, check=False)
+        if "same" not in (out or ""):
+            self.problem("W4: the rsync copy out of albumfs differs from the originals")
+
+    def w5_random(self):
+        log("W5 random reads")
+        cold = "cold start" if self.can_drop else "NOT cold"
+        program = os.path.join(HERE, "randread.py")
+        self.measure(f"W5 random 4 KiB reads of the {human_bytes(self.big_size)} file, {self.random_seconds:g} s, "
+                     f"1 thread ({cold}): IOPS",
+                     {side: f"python3 {q(program)} {q(os.path.join(root, 'Camera Roll', 'big.MOV'))} "
+                            f"{self.random_seconds} 42" for side, root in self.sides.items()},
+                     kind="iops", before=lambda side: self.drop_caches(), bar="≥ 0.8")
+
+    # ----- scale
+
+    def scale(self):
+        n, k = self.scale_assets, self.scale_album
+        log(f"scale: generating a store of {n} assets with an album of {k}")
+        store = os.path.join(self.work, "scale-store")
+        mnt = os.path.join(self.work, "scale-mnt")
+        plain_album = os.path.join(self.work, "scale-plain", "Big")
+        seconds, out = self.sh(f"ALBUMFS_BIN={q(self.binary)} python3 {q(os.path.join(REPO, 'scripts', 'make-store'))} "
+                               f"{q(store)} --assets {n} --album-size {k}", capture=True,
+                               timeout=max(self.timeout, 1800))
+        log("  " + out.strip())
+        lines = [f"store of {n} assets, album Albums/Big of {k} (made by scripts/make-store in {seconds:.1f} s)"]
+        os.makedirs(plain_album)
+        for i in range(k):
+            os.close(os.open(os.path.join(plain_album, f"IMG_{i:07d}.JPG"), os.O_WRONLY | os.O_CREAT, 0o644))
+        fsck_seconds, fsck = self.sh(f"{q(self.binary)} fsck --store {q(store)}", capture=True, check=False,
+                                     timeout=max(self.timeout, 600))
+        lines.append(f"albumfs fsck --store STORE: {fsck_seconds:.2f} s: {fsck.strip()}")
+        if "consistent" not in fsck:
+            self.problem(f"scale: fsck of the generated store: {fsck.strip()}")
+
+        mount = Mount(self.binary, store, mnt)
+        self.mounts.append(mount)
+        rounds = max(self.rounds, 3)
+        times = {"first": [], "cold": [], "warm": []}
+        for r in range(rounds + 1):
+            for kind in ("cold", "warm"):
+                if kind == "cold":
+                    self.drop_caches()
+                else:
+                    self.sh("sync")
+                seconds = mount.mount(timeout=120)
+                mount.unmount()
+                times["first" if r == 0 and kind == "cold" else kind].append(seconds)
+        lines.append(f"mount (albumfs mount … returns, live): first after generation {times['first'][0]:.3f} s; "
+                     f"cold cache median {median(times['cold']):.3f} s; warm median {median(times['warm']):.3f} s "
+                     f"(bar < 1 s)")
+        lines.append(f"  cold: {' '.join(f'{t:.3f}' for t in times['cold'])}; "
+                     f"warm: {' '.join(f'{t:.3f}' for t in times['warm'])}")
+
+        mount.mount(timeout=120)
+        self.active = mount
+        start_rows = len(self.rows)
+        for name, template in (("ls", "ls {} > /dev/null"), ("ls -l", "ls -l {} > /dev/null")):
+            commands = {"plain": template.format(q(plain_album)),
+                        "albumfs": template.format(q(os.path.join(mnt, "Albums", "Big")))}
+            self.measure(f"scale: warm {name}, album of {k} (store of {n})", commands,
+                         before=lambda side, c=commands: self.sh(c[side]), bar="≤ 1.5", rounds=rounds)
+        _, count = self.sh(f"ls {q(os.path.join(mnt, 'Albums', 'Big'))} | wc -l", capture=True)
+        if count.strip() != str(k):
+            self.problem(f"scale: the album lists {count.strip()} entries, expected {k}")
+        rss, hwm = mount.status("VmRSS"), mount.status("VmHWM")
+        lines.append(f"daemon after mount and the listings: VmRSS {rss / 1024:.1f} MiB, VmHWM {hwm / 1024:.1f} MiB "
+                     f"(bar < 100 MiB)" if rss and hwm else "daemon RSS: unknown")
+        mount.unmount()
+        self.scale_rows = self.rows[start_rows:]
+        del self.rows[start_rows:]
+        self.scale_lines = lines
+
+    # ----- the run
+
+    def run(self):
+        scale_only = self.args.scale_only
+        self.prepare_work_dir()
+        # One binary for the whole run, even if the checkout is rebuilt meanwhile.
+        self.built = self.binary
+        self.binary = os.path.join(self.work, "albumfs")
+        shutil.copy2(self.built, self.binary)
+        self.version = self.describe_checkout()
+        self.check_space(scale_only)
+        if not self.can_drop:
+            self.notes.append("NOT root (or /proc/sys/vm/drop_caches not writable): the cold runs are not cold")
+        self.scale_rows, self.scale_lines = [], []
+        started = time.monotonic()
+        if not scale_only:
+            self.make_data()
+            self.mount = Mount(self.binary, self.store, self.mnt)
+            self.mounts.append(self.mount)
+            self.active = self.mount
+            seconds = self.mount.mount()
+            self.notes.append(f"mount of the new, empty bench store: {seconds:.3f} s")
+            self.build_album()
+            after_setup = self.mount.status("VmHWM")
+            reset = self.mount.reset_peak()
+            for workload in (self.w1_import, self.w2_cold_read, self.w3_browse, self.w4_backup):
+                workload()
+            peak = self.mount.status("VmHWM")
+            rss = self.mount.status("VmRSS")
+            self.w5_random()
+            peak_all = self.mount.status("VmHWM")
+            self.mount.unmount()
+            self.rss_line = (f"daemon peak RSS (VmHWM) over W1–W4: {peak / 1024:.1f} MiB (bar ≤ 100 MiB)"
+                             + ("" if reset else f" — includes the set-up: VmHWM could not be reset")
+                             + f"; VmRSS after W4 {rss / 1024:.1f} MiB; VmHWM after the set-up "
+                             f"{after_setup / 1024:.1f} MiB, after W5 {peak_all / 1024:.1f} MiB")
+            _, fsck = self.sh(f"{q(self.binary)} fsck --store {q(self.store)}", capture=True, check=False)
+            if "consistent" not in fsck:
+                self.problem(f"fsck of the bench store after the run: {fsck.strip()}")
+        if self.args.scale or scale_only:
+            self.scale()
+        self.elapsed = time.monotonic() - started
+        self.report(scale_only)
+
+    def describe_checkout(self):
+        _, version, _ = run_bounded([self.built, "--version"], 10)
+        version = version.strip() or "unknown version"
+        if os.environ.get("ALBUMFS_BENCH_BUILT") != "1":
+            return f"given in ALBUMFS_BIN, {version}"
+        status, out, _ = run_bounded(["git", "-C", REPO, "describe", "--always", "--dirty"], 10)
+        return f"built from checkout {out.strip() if status == 0 else 'unknown'}, {version}"
+
+    def cleanup(self):
+        self.runner.kill_current()
+        for mount in self.mounts:
+            try:
+                mount.unmount()
+            except Exception as error:  # keep cleaning up
+                log(f"unmounting {mount.mountpoint}: {error}")
+        if not self.args.keep and os.path.exists(os.path.join(self.work, MARKER)):
+            if any(mount.is_mounted() for mount in self.mounts):
+                log(f"not removing {self.work}: something is still mounted there")
+            else:
+                shutil.rmtree(self.work, ignore_errors=True)
+        elif self.args.keep:
+            log(f"kept {self.work}")
+
+    # ----- the table
+
+    def report(self, scale_only):
+        mode = "quick" if self.quick else "full"
+        print()
+        print(f"albumfs bench ({mode}, {self.rounds} round{'s' if self.rounds != 1 else ''}, interleaved "
+              f"plain/albumfs; {self.work} on the same disk; {os.cpu_count()} CPUs; {self.elapsed:.0f} s)")
+        print(f"binary: {self.built} ({self.version}), copied to {self.binary} for the run")
+        if not scale_only:
+            self.print_table(self.rows)
+            print(self.rss_line)
+        if self.scale_lines:
+            print()
+            print("scale:")
+            for line in self.scale_lines:
+                print("  " + line)
+            self.print_table(self.scale_rows)
+        for note in self.notes:
+            print("note: " + note)
+        if self.problems:
+            print()
+            for problem in self.problems:
+                print("PROBLEM: " + problem)
+
+    def print_table(self, rows):
+        width = max(len(row[0]) for row in rows) if rows else 20
+        print()
+        print(f"{'workload':<{width}}  {'plain':>9}  {'albumfs':>9}  {'ratio':>6}  {'bar':>6}  rounds plain | albumfs")
+        for label, plain, albumfs, kind, bar in rows:
+            p, a = median(plain), median(albumfs)
+            ratio = a / p if p else float("nan")
+            unit = "" if kind == "iops" else "s"
+            digits = 0 if kind == "iops" else 3
+            rounds = " ".join(f"{v:.{digits}f}" for v in plain) + " | " + " ".join(f"{v:.{digits}f}" for v in albumfs)
+            print(f"{label:<{width}}  {p:>8.{digits}f}{unit or ' '}  {a:>8.{digits}f}{unit or ' '}  "
+                  f"{ratio:>6.2f}  {bar or '':>6}  {rounds}")
+        print("(medians; ratio = albumfs/plain — for IOPS, albumfs IOPS / plain IOPS)")
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="scripts/bench", description="albumfs against a plain directory")
+    parser.add_argument("--quick", action="store_true", help="small data, 1 round: for CI (judges no time)")
+    parser.add_argument("--rounds", type=int, help="rounds per workload (default 3; --quick: 1)")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir")
+    parser.add_argument("--scale", action="store_true",
+                        help="also the scale test: a generated store of 1,000,000 assets (--quick: 100,000)")
+    parser.add_argument("--scale-only", action="store_true", help="only the scale test")
+    parser.add_argument("--scale-assets", type=int, help="assets in the scale store")
+    args = parser.parse_args()
+    if args.rounds is not None and args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+
+    def terminate(signum, _frame):
+        raise Terminated(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)
+    try:
+        bench = Bench(args)
+    except BenchError as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 2
+    status = 0
+    try:
+        bench.run()
+        if bench.problems:
+            status = 1
+    except BenchError as error:
+        log(f"FAILED: {error}")
+        status = 1
+    except (KeyboardInterrupt, Terminated) as error:
+        log(f"interrupted ({error or 'SIGINT'})")
+        status = 130
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        bench.cleanup()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
