@@ -96,6 +96,14 @@ public struct ContentStore: Sendable {
         }
     }
 
+    /// Whether any asset data is there (stops at the first file found).
+    func holdsAnyData() throws(LibraryError) -> Bool {
+        for sub in try entries(of: directory) where sub != Self.markerName {
+            if let names = try? entries(of: "\(directory)/\(sub)"), !names.isEmpty { return true }
+        }
+        return false
+    }
+
     private func entries(of path: String) throws(LibraryError) -> [String] {
         guard let dir = opendir(path) else { throw LibraryError(errno: errno) }
         defer { closedir(dir) }

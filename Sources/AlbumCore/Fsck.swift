@@ -52,6 +52,11 @@ public struct StoreChecker {
     private func run(_ db: Database, repair: Bool) throws -> [Problem] {
         var problems: [Problem] = []
         let version = try Migrator.version(of: db)
+        if version == 0 || version > Schema.migrator.latestVersion {
+            throw LibraryError.unusableStore(version == 0
+                ? "the store's database \(location.databasePath) is empty or not an albumfs database"
+                : "the store has format \(version), newer than this albumfs knows (\(Schema.migrator.latestVersion))")
+        }
         guard version == Schema.migrator.latestVersion else {
             return [Problem(description: "schema version \(version), this albumfs knows \(Schema.migrator.latestVersion) (mount migrates an older store)", repair: nil)]
         }

@@ -1,9 +1,17 @@
 /// setattr: mode, owner, size and times, on any node.
+///
+/// A size change touches the data, so it follows the write protocol: the
+/// asset is marked as being written in the transaction that commits the new
+/// size, the data is cut after the commit, and the mark goes afterwards (if
+/// no open handle holds it). A crash in between leaves a mark, and the next
+/// mount takes the size from the data: before or after, never a row that
+/// promises bytes the data does not have.
 extension Library {
     public func setAttributes(_ id: NodeID, _ changes: AttributeChanges) throws(LibraryError) -> Attributes {
         let openFiles = self.openFiles
-        let content = self.content
-        let result = try write { db -> Attributes in
+        let marksHere = changes.size != nil && !openFiles.isMarked(id)
+        // Shrinking a file frees space: it may use the reserve.
+        let result = try write(freesSpace: changes.size != nil) { db -> Attributes in
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
             // Start from the live state: unflushed writes must not be lost.
             var a = openFiles.overlay(stored)
@@ -14,7 +22,7 @@ extension Library {
             if let size = changes.size {
                 guard a.kind == .asset else { throw LibraryError.isDirectory }
                 guard size >= 0 else { throw LibraryError.invalidArgument }
-                try content.truncate(id, to: size)
+                if marksHere { try db.beginWrite(id) }
                 a.size = size
                 a.modificationTime = now
             }
@@ -33,6 +41,14 @@ extension Library {
             return a
         }
         openFiles.replace(with: result)
+        if let size = changes.size {
+            try content.truncate(id, to: size)
+            if marksHere {
+                try write { db in
+                    if !openFiles.isMarked(id) { try db.endWrite(id) }
+                }
+            }
+        }
         return result
     }
 }

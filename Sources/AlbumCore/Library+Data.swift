@@ -19,11 +19,8 @@ public final class OpenFile: Sendable {
 extension Library {
     public func open(_ id: NodeID, writable: Bool, truncate: Bool) throws(LibraryError) -> OpenFile {
         if writable && isReadOnly { throw .readOnly }
-        var attributes = try attributes(of: id)
+        let attributes = try attributes(of: id)
         guard attributes.kind == .asset else { throw .isDirectory }
-        if truncate && attributes.size != 0 {
-            attributes = try setAttributes(id, AttributeChanges(size: 0))
-        }
         let descriptor = try content.open(id, writable: writable)
         guard writable else {
             openFiles.opened(attributes, writable: false)
@@ -31,19 +28,28 @@ extension Library {
         }
         do {
             let openFiles = self.openFiles
-            let opened = attributes
-            // Under the database lock, so a concurrent last release cannot
-            // clear the mark between our check and our registration.
+            // Marked before any byte can change (O_TRUNC included), under the
+            // database lock, so a concurrent last release cannot clear the mark
+            // between our check and our registration.
             try write { db in
                 if !openFiles.isMarked(id) { try db.beginWrite(id) }
-                openFiles.opened(opened, writable: true)
+                openFiles.opened(attributes, writable: true)
                 openFiles.setMarked(id, true)
             }
         } catch {
             close(descriptor)
             throw error
         }
-        return OpenFile(id: id, descriptor: descriptor, isWritable: true)
+        let file = OpenFile(id: id, descriptor: descriptor, isWritable: true)
+        if truncate && attributes.size != 0 {
+            do {
+                _ = try setAttributes(id, AttributeChanges(size: 0))
+            } catch {
+                try? release(file)
+                throw error
+            }
+        }
+        return file
     }
 
     /// Opens an asset `createAsset` just made (already marked as being written).

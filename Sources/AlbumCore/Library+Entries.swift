@@ -25,7 +25,8 @@ extension Library {
                 try db.insertEntry(FixedNode.cameraRoll, rollName, id)
                 try db.insertEntry(parent, name, id)
                 try db.touchDirectory(FixedNode.cameraRoll, now: now)
-                changes.entry(FixedNode.cameraRoll, rollName)
+                // The roll's listing changed; its new name needs no name
+                // invalidation: it was free, and "no such name" is never cached.
                 changes.directory(FixedNode.cameraRoll)
             }
             try db.touchDirectory(parent, now: now)
@@ -82,7 +83,7 @@ extension Library {
     /// `unlink`: in an album, drops that reference; in the roll, deletes the
     /// asset from the roll and every album at once and frees its data.
     public func unlink(_ parent: NodeID, _ name: Name) throws(LibraryError) -> ChangeSet {
-        let (changes, purged) = try write { db -> (ChangeSet, NodeID?) in
+        let (changes, purged) = try write(freesSpace: true) { db -> (ChangeSet, NodeID?) in
             guard let child = try db.child(of: parent, named: name) else { throw LibraryError.notFound }
             guard try db.kind(of: child) == .asset else { throw LibraryError.isDirectory }
             let now = currentTime()
@@ -127,14 +128,15 @@ extension Library {
     func freeData(of ids: [NodeID]) {
         guard !ids.isEmpty else { return }
         for id in ids { content.remove(id) }
-        _ = try? write { db in
+        _ = try? write(freesSpace: true) { db in
             for id in ids { try db.purgeDone(id) }
         }
+        reserve.take()
     }
 
     /// `rmdir`: removes an empty album. Fixed directories cannot be removed.
     public func removeAlbum(_ parent: NodeID, _ name: Name) throws(LibraryError) {
-        try write { db in
+        try write(freesSpace: true) { db in
             guard let child = try db.child(of: parent, named: name) else { throw LibraryError.notFound }
             switch try db.kind(of: child) {
             case .album: break

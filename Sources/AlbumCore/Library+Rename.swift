@@ -16,7 +16,7 @@ extension Library {
                        flags: RenameFlags = []) throws(LibraryError) -> ChangeSet {
         if flags.contains(.exchange) { throw .invalidArgument }
         try Names.validate(newName)
-        let (changes, purged) = try write { db -> (ChangeSet, [NodeID]) in
+        let (changes, purged) = try write(freesSpace: true) { db -> (ChangeSet, [NodeID]) in
             var move = RenameTransaction(db: db, now: currentTime())
             try move.run(oldParent, oldName, to: newParent, newName, noReplace: flags.contains(.noReplace))
             return (move.changes, move.purged)
@@ -123,8 +123,8 @@ struct RenameTransaction {
         let newRollName = try db.freeName(in: roll, for: newName, owner: asset)
         guard newRollName != rollName else { return }
         try db.moveEntry(roll, rollName, to: roll, newRollName)
+        // Only the old name can be cached; the new one was free.
         changes.entry(roll, rollName)
-        changes.entry(roll, newRollName)
         changes.directory(roll)
     }
 

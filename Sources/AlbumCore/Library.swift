@@ -18,6 +18,7 @@ public final class Library: Sendable {
     public let isReadOnly: Bool
     let database: Mutex<Database>
     let openFiles = OpenFiles()
+    let reserve: SpaceReserve
 
     /// Opens (creating on first use) the store at `location`. The first opener
     /// owns the fixed directories. Throws `.unusableStore` with a one-line
@@ -26,8 +27,21 @@ public final class Library: Sendable {
         self.location = location
         self.content = ContentStore(directory: location.contentPath)
         self.isReadOnly = readOnly
-        let db = try StoreOpener(location: location, owner: owner, readOnly: readOnly).open()
+        let opener = StoreOpener(location: location, owner: owner, readOnly: readOnly)
+        let reserve = SpaceReserve(location: location)
+        let db: Database
+        let full = LibraryError.unusableStore("the disk of the store \(location.root) is full")
+        do {
+            db = try opener.open()
+        } catch .noSpace {
+            // A full disk must not keep a library from opening: deleting is how
+            // space comes back. The reserve makes the room to open it.
+            guard reserve.release() else { throw full }
+            do { db = try opener.open() } catch .noSpace { throw full }
+        }
         self.database = Mutex(db)
+        self.reserve = reserve
+        if !readOnly { reserve.take() }
     }
 
     // MARK: running transactions
@@ -40,10 +54,19 @@ public final class Library: Sendable {
     }
 
     /// Runs a change as one immediate transaction under the database lock.
-    func write<T: Sendable>(_ body: (Database) throws -> T) throws(LibraryError) -> T {
+    /// A change that frees space (`freesSpace`) may use the store's reserve:
+    /// on a full disk it is given up and the change retried once, so that a
+    /// full library can always be emptied.
+    func write<T: Sendable>(freesSpace: Bool = false, _ body: (Database) throws -> T) throws(LibraryError) -> T {
         if isReadOnly { throw .readOnly }
-        return try database.withLock { db throws(LibraryError) in
-            try mappingErrors { try db.transaction { try body(db) } }
+        do {
+            return try database.withLock { db throws(LibraryError) in
+                try mappingErrors { try db.transaction { try body(db) } }
+            }
+        } catch .noSpace where freesSpace && reserve.release() {
+            return try database.withLock { db throws(LibraryError) in
+                try mappingErrors { try db.transaction { try body(db) } }
+            }
         }
     }
 

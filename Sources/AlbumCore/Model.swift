@@ -93,7 +93,10 @@ public struct ChangeSet: Sendable, Equatable {
         public let directory: NodeID
         public let name: Name
     }
-    /// Names whose cached lookup is wrong now.
+    /// Names whose cached lookup is wrong now: names that vanished or now
+    /// show another node. (Names that appear need none: "no such name" is
+    /// never cached.) Each one costs the kernel a lock of its directory, so
+    /// only these are listed.
     public private(set) var entries: [EntryName] = []
     /// Nodes whose cached attributes (link count, times) are wrong now.
     public private(set) var nodes: [NodeID] = []

@@ -16,10 +16,7 @@ extension Database {
 
     func attributes(of id: NodeID) throws -> Attributes? {
         let statement = try self.statement("SELECT \(Self.attributeColumns) FROM nodes n WHERE n.id = ?1")
-        try statement.bind(.int(id))
-        guard try statement.step() else { return nil }
-        defer { statement.reset() }
-        return Self.decodeAttributes(statement, from: 0)
+        return try statement.bind(.int(id)).first { Self.decodeAttributes($0, from: 0) }
     }
 
     static func decodeAttributes(_ row: Statement, from first: Int32) -> Attributes {
@@ -41,10 +38,7 @@ extension Database {
             SELECT \(Self.attributeColumns) FROM entries e JOIN nodes n ON n.id = e.child
             WHERE e.parent = ?1 AND e.name = ?2
             """)
-        try statement.bind(.int(parent), .blob(name))
-        guard try statement.step() else { return nil }
-        defer { statement.reset() }
-        return Self.decodeAttributes(statement, from: 0)
+        return try statement.bind(.int(parent), .blob(name)).first { Self.decodeAttributes($0, from: 0) }
     }
 
     /// Up to `limit` entries of `directory` whose row id is above `afterRow`, in row-id order.
@@ -64,27 +58,18 @@ extension Database {
 
     func kind(of id: NodeID) throws -> NodeKind? {
         let statement = try self.statement("SELECT kind FROM nodes WHERE id = ?1")
-        try statement.bind(.int(id))
-        guard try statement.step() else { return nil }
-        defer { statement.reset() }
-        return NodeKind(rawValue: statement.int(0))
+        return try statement.bind(.int(id)).first { NodeKind(rawValue: $0.int(0)) } ?? nil
     }
 
     func child(of parent: NodeID, named name: Name) throws -> NodeID? {
         let statement = try self.statement("SELECT child FROM entries WHERE parent = ?1 AND name = ?2")
-        try statement.bind(.int(parent), .blob(name))
-        guard try statement.step() else { return nil }
-        defer { statement.reset() }
-        return NodeID(bitPattern: statement.int64(0))
+        return try statement.bind(.int(parent), .blob(name)).first { NodeID(bitPattern: $0.int64(0)) }
     }
 
     /// The name under which `directory` holds `child`, if it does.
     func name(of child: NodeID, in directory: NodeID) throws -> Name? {
         let statement = try self.statement("SELECT name FROM entries WHERE child = ?1 AND parent = ?2")
-        try statement.bind(.int(child), .int(directory))
-        guard try statement.step() else { return nil }
-        defer { statement.reset() }
-        return statement.blob(0)
+        return try statement.bind(.int(child), .int(directory)).first { $0.blob(0) }
     }
 
     /// Every (directory, name) that shows `child`.
@@ -100,19 +85,13 @@ extension Database {
 
     func hasEntries(_ directory: NodeID) throws -> Bool {
         let statement = try self.statement("SELECT 1 FROM entries WHERE parent = ?1 LIMIT 1")
-        try statement.bind(.int(directory))
-        let found = try statement.step()
-        statement.reset()
-        return found
+        return try statement.bind(.int(directory)).first { _ in true } ?? false
     }
 
     /// The directory that holds directory `id` (nil for the root).
     func parent(ofDirectory id: NodeID) throws -> NodeID? {
         let statement = try self.statement("SELECT parent FROM nodes WHERE id = ?1")
-        try statement.bind(.int(id))
-        guard try statement.step(), !statement.isNull(0) else { return nil }
-        defer { statement.reset() }
-        return NodeID(bitPattern: statement.int64(0))
+        return try statement.bind(.int(id)).first { $0.isNull(0) ? nil : NodeID(bitPattern: $0.int64(0)) } ?? nil
     }
 
     func insertNode(kind: NodeKind, parent: NodeID?, mode: UInt32, owner: Caller, now: Nanoseconds) throws -> NodeID {
@@ -230,10 +209,7 @@ extension Database {
 
     func xattr(_ node: NodeID, _ name: Name) throws -> [UInt8]? {
         let statement = try self.statement("SELECT value FROM xattrs WHERE node = ?1 AND name = ?2")
-        try statement.bind(.int(node), .blob(name))
-        guard try statement.step() else { return nil }
-        defer { statement.reset() }
-        return statement.blob(0)
+        return try statement.bind(.int(node), .blob(name)).first { $0.blob(0) }
     }
 
     func xattrNames(_ node: NodeID) throws -> [Name] {

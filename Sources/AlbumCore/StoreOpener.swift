@@ -18,21 +18,27 @@ struct StoreOpener {
             db = try Database(path: location.databasePath, mode: .readWriteCreate)
             db.setBusyTimeout(milliseconds: 5_000)
             try db.execute("PRAGMA foreign_keys = ON")
-            let mode = try db.statement("PRAGMA journal_mode = WAL")
-            _ = try mode.step()
-            mode.reset()
-            // WAL + NORMAL: a commit survives a killed daemon; fsync() syncs the WAL
-            // explicitly to survive a power loss.
-            try db.execute("PRAGMA synchronous = NORMAL")
+            // Every check comes before the first change: a refused store is
+            // left exactly as it was.
             try checkIntegrityCheap(db)
             if db.isReadOnly && !readOnly {
                 throw LibraryError.unusableStore("the store's database \(location.databasePath) is not writable (mount with -o ro to read it)")
             }
+            let version = try Migrator.version(of: db)
+            if version > Schema.migrator.latestVersion {
+                throw LibraryError.unusableStore(
+                    "the store \(location.root) has format \(version), newer than this albumfs supports (\(Schema.migrator.latestVersion)); upgrade albumfs")
+            }
+            try checkContent(db, schemaVersion: version)
+            // WAL + NORMAL: a commit survives a killed daemon; fsync() syncs the WAL
+            // explicitly to survive a power loss.
+            _ = try db.statement("PRAGMA journal_mode = WAL").first { $0.text(0) }
+            try db.execute("PRAGMA synchronous = NORMAL")
             try migrate(db)
-            try checkContentMarker(db)
         } catch let error as LibraryError {
             throw error
         } catch let error as SQLiteError {
+            if error.isDiskFull { throw .noSpace }
             if error.isCorrupt {
                 throw .unusableStore("the store's database \(location.databasePath) is corrupt or not a database (\(error.message))")
             }
@@ -67,6 +73,8 @@ struct StoreOpener {
         let hasContent = exists(location.contentPath)
         switch (hasDatabase, hasContent) {
         case (false, false):
+            // A new store: private, even in a directory made beforehand.
+            chmod(location.root, 0o700)
             try ContentStore(directory: location.contentPath).createLayout()
             try createContentMarker()
         case (true, true):
@@ -113,15 +121,26 @@ struct StoreOpener {
     /// an empty library and never "cleaned up".
     private var contentMarker: String { ContentStore(directory: location.contentPath).markerPath }
 
-    private func checkContentMarker(_ db: Database) throws {
-        guard !exists(contentMarker) else { return }
-        let hasAssets = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM nodes WHERE kind = \(NodeKind.asset.rawValue))") != 0
+    private func checkContent(_ db: Database, schemaVersion: Int) throws {
+        let content = ContentStore(directory: location.contentPath)
+        if exists(contentMarker) {
+            // A database with no schema next to a content directory that holds
+            // data was truncated or replaced: starting a new library there would
+            // treat every photo as a leftover.
+            if schemaVersion == 0, try content.holdsAnyData() {
+                throw LibraryError.unusableStore(
+                    "the store's database \(location.databasePath) is empty, but its content directory holds photos: refusing to start a new library over them (restore the database from a backup)")
+            }
+            return
+        }
+        let hasAssets = try schemaVersion > 0
+            && db.scalarInt("SELECT EXISTS (SELECT 1 FROM nodes WHERE kind = \(NodeKind.asset.rawValue))") != 0
         if hasAssets {
             throw LibraryError.unusableStore(
                 "the store's content directory \(location.contentPath) is empty or not this store's, but the database lists assets (is its disk plugged in?)")
         }
         if !readOnly {
-            try ContentStore(directory: location.contentPath).createLayout()
+            try content.createLayout()
             try createContentMarker()
         }
     }

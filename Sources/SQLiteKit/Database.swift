@@ -81,8 +81,6 @@ public final class Database: @unchecked Sendable {
 
     /// The single integer a query like `PRAGMA user_version` returns.
     public func scalarInt(_ sql: String) throws -> Int64 {
-        let statement = try self.statement(sql)
-        guard try statement.step() else { return 0 }
-        return statement.int64(0)
+        try self.statement(sql).first { $0.int64(0) } ?? 0
     }
 }

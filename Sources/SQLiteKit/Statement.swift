@@ -63,6 +63,16 @@ public final class Statement {
         }
     }
 
+    /// Runs the statement for at most one row and decodes it. It is reset
+    /// whatever happens, so no read snapshot outlives the call (a statement
+    /// left on a row keeps a read transaction open, and a WAL can then never
+    /// be checkpointed past it).
+    public func first<T>(_ decode: (Statement) throws -> T) throws -> T? {
+        defer { reset() }
+        guard try step() else { return nil }
+        return try decode(self)
+    }
+
     /// Runs a statement that returns no rows.
     public func run() throws {
         while try step() {}

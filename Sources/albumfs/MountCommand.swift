@@ -77,6 +77,8 @@ struct MountCommand {
     private func serve(_ location: StoreLocation, _ mountPoint: String, _ options: MountOptions) throws(CommandFailure) -> Int32 {
         let lock: StoreLock
         let session: MountSession
+        // Everything the daemon creates in the store is private to its owner.
+        umask(0o077)
         do {
             lock = try StoreLock(location: location, mode: options.readOnly ? .readOnly : .readWrite)
             let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()),
