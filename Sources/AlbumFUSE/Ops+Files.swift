@@ -47,9 +47,9 @@ extension Operations {
             }
         }
         ops.write_buf = { req, _, source, offset, fi in
-            // The data may still be in the kernel's pipe (splice read): it
-            // goes from there into the content file without passing through
-            // our memory.
+            // The data comes as libfuse received it (in memory, or in a pipe
+            // if splice reads are ever negotiated); fuse_buf_copy moves it into
+            // the content file either way.
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let count = fuse_buf_size(source)
