@@ -176,6 +176,60 @@ def fuse_connection_abort_file(mp) -> str | None:
     return None
 
 
+def ensure_fusectl() -> bool:
+    """Mount fusectl on /sys/fs/fuse/connections when it is not (as root); True if it is there.
+
+    Systems with systemd mount it at boot; containers often do not."""
+    if any(e[2] == "fusectl" for e in mount_entries()):
+        return True
+    if os.geteuid() != 0 or not os.path.isdir("/sys/fs/fuse/connections"):
+        return False
+    try:
+        subprocess.run(["mount", "-t", "fusectl", "fusectl", "/sys/fs/fuse/connections"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return any(e[2] == "fusectl" for e in mount_entries())
+
+
+def abort_fuse_connection(abort_file: str | None) -> bool:
+    """Write 1 to a fusectl abort file: every request of that connection fails with ENOTCONN."""
+    if not abort_file:
+        return False
+    try:
+        with open(abort_file, "w") as f:
+            f.write("1")
+        return True
+    except OSError:
+        return False
+
+
+def thread_stacks(pid: int) -> str:
+    """State, wait channel and kernel stack of every thread of a process (for hang reports)."""
+    out = []
+    try:
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except OSError:
+        return f"(no /proc/{pid})"
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            with open(f"{base}/wchan") as f:
+                wchan = f.read().strip()
+            try:
+                with open(f"{base}/stack") as f:
+                    stack = "".join("      " + line for line in f.readlines()[:8])
+            except OSError:
+                stack = ""
+        except OSError:
+            continue
+        out.append(f"  thread {tid} state {state} wchan {wchan}\n{stack}".rstrip())
+    return "\n".join(out)
+
+
 # --- files and directories --------------------------------------------------
 
 
@@ -349,6 +403,37 @@ def small_tmpfs(path, size: str):
 
 
 # --- processes --------------------------------------------------------------
+
+
+def wait_all(procs, timeout: float, mount, what: str = "workers") -> None:
+    """Wait for every process (subprocess.Popen or multiprocessing.Process) up to `timeout`
+    seconds in all. Any still running then is a deadlock: record the daemon's thread stacks,
+    abort the FUSE connection (so nothing stays blocked), kill the processes, and fail."""
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        left = max(0.0, deadline - time.monotonic())
+        if hasattr(p, "returncode") and hasattr(p, "communicate"):
+            try:
+                p.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            p.join(timeout=left)
+    running = [p for p in procs if (p.poll() is None if hasattr(p, "poll") else p.is_alive())]
+    if not running:
+        return
+    stacks = thread_stacks(mount.proc.pid) if mount.proc is not None else "(no daemon)"
+    aborted = abort_fuse_connection(mount.abort_file)
+    for p in running:
+        try:
+            p.kill()
+        except OSError:
+            pass
+    raise AssertionError(
+        f"deadlock: {len(running)} of {len(procs)} {what} still running after {timeout:.0f} s "
+        f"(FUSE connection {'aborted' if aborted else 'NOT aborted: no fusectl'})\n"
+        f"--- daemon threads (kernel stacks) ---\n{stacks}")
+
 
 
 def vm_hwm_kib(pid: int) -> int:

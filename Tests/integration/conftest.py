@@ -26,6 +26,11 @@ Run:   python3 -m pytest Tests/integration          (as root, as CI does, or as 
 - Watchdog: a test that outlives its budget (default 300 s; marker
   `@pytest.mark.mount_timeout(SECONDS)`) gets its FUSE connection aborted and its
   daemon killed, so a blocked syscall fails with ENOTCONN instead of hanging CI.
+  Aborting needs fusectl: the session mounts it on /sys/fs/fuse/connections when it
+  is missing (as root; containers often lack it). A daemon still alive 5 s after
+  SIGKILL (a thread stuck in the kernel, e.g. on a directory lock its own dead
+  request holds) is reported with its threads' kernel stacks and its connection is
+  aborted, so that neither it nor the processes using the mount stay hung.
 - Every subprocess has a timeout; `run()` checks the exit status and shows the
   output of a failed command.
 """
@@ -46,9 +51,12 @@ from albumfs_testlib import (  # noqa: F401  (run is re-exported for tests)
     ALBUMFS,
     CRASH_ITERATIONS,
     CRASH_SEED,
+    abort_fuse_connection,
+    ensure_fusectl,
     fuse_connection_abort_file,
     is_mounted,
     run,
+    thread_stacks,
 )
 
 DEFAULT_TEST_TIMEOUT = 300
@@ -89,6 +97,9 @@ def fuse_environment():
     if problems:
         pytest.fail("cannot run the albumfs integration tests:\n  " + "\n  ".join(problems),
                     pytrace=False)
+    # The watchdog and the reaping of a daemon that SIGKILL cannot end abort the FUSE
+    # connection through fusectl; without it a deadlocked daemon hangs its callers for good.
+    ensure_fusectl()
 
 
 class Mount:
@@ -105,6 +116,7 @@ class Mount:
             self.store.mkdir(parents=True, exist_ok=True)
         self.mp.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen | None = None
+        self.abort_file: str | None = None   # fusectl abort file of the current connection
         self.expect_mounted = False
         self.starts = 0
         self.watchdog_fired = False
@@ -147,6 +159,7 @@ class Mount:
                 pytest.fail(f"{self.mp} not mounted {MOUNT_WAIT:.0f} s after starting albumfs\n"
                             f"--- log ---\n{self.log_text()}", pytrace=False)
             time.sleep(0.02)
+        self.abort_file = fuse_connection_abort_file(self.mp)
         self.expect_mounted = True
 
     def unmount(self) -> None:
@@ -170,22 +183,39 @@ class Mount:
         """kill -9 the daemon (a crash), then detach its dead mount."""
         self.expect_mounted = False
         self.proc.send_signal(signal.SIGKILL)  # a no-op when the daemon is already reaped
-        self.proc.wait(timeout=EXIT_WAIT)
+        stuck = self.reap_killed()
         _quiet(["fusermount3", "-u", self.mp])
         if is_mounted(self.mp):
             _quiet(["fusermount3", "-uz", self.mp])
+        if stuck:
+            pytest.fail(stuck, pytrace=False)
         assert not is_mounted(self.mp), f"could not detach {self.mp} after kill -9"
+
+    def reap_killed(self, wait: float = 5.0) -> str | None:
+        """Wait for a SIGKILLed daemon. One that does not die has a thread stuck in the kernel
+        (waiting on its own mount): abort the FUSE connection so that it and every caller
+        blocked on the mount get free, and return what the threads were stuck in."""
+        try:
+            self.proc.wait(timeout=wait)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        stacks = thread_stacks(self.proc.pid)
+        aborted = abort_fuse_connection(self.abort_file)
+        try:
+            self.proc.wait(timeout=EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            pass
+        return (f"the daemon (pid {self.proc.pid}) was still alive {wait:.0f} s after SIGKILL: "
+                f"a thread stuck in the kernel keeps the dead mount's callers blocked for good; "
+                + ("the FUSE connection was aborted" if aborted else
+                   "the FUSE connection could NOT be aborted (no fusectl): processes stay hung")
+                + f"\n--- daemon threads (kernel stacks) ---\n{stacks}")
 
     def watchdog(self) -> None:
         """Called from a timer thread when a test runs too long: break the mount loose."""
         self.watchdog_fired = True
-        abort = fuse_connection_abort_file(self.mp)
-        if abort:
-            try:
-                with open(abort, "w") as f:
-                    f.write("1")
-            except OSError:
-                pass
+        abort_fuse_connection(fuse_connection_abort_file(self.mp) or self.abort_file)
         with self._lock:
             proc = self.proc
         if proc is not None and proc.poll() is None:
@@ -203,12 +233,12 @@ class Mount:
             try:
                 self.proc.wait(timeout=EXIT_WAIT)
             except subprocess.TimeoutExpired:
-                problems.append(f"daemon still running {EXIT_WAIT:.0f} s after unmount: killed (-9)")
+                problems.append(f"daemon still running {EXIT_WAIT:.0f} s after unmount: killed (-9)\n"
+                                f"--- daemon threads (kernel stacks) ---\n{thread_stacks(self.proc.pid)}")
                 self.proc.kill()
-                try:
-                    self.proc.wait(timeout=EXIT_WAIT)
-                except subprocess.TimeoutExpired:
-                    problems.append("daemon did not die after kill -9")
+                stuck = self.reap_killed()
+                if stuck:
+                    problems.append(stuck)
         if is_mounted(self.mp):
             _quiet(["fusermount3", "-uz", self.mp])
         return problems
