@@ -28,7 +28,8 @@ def denied(p, *, allow_eperm: bool = False) -> bool:
 
 @pytest.fixture
 def pub():
-    """A 0755 directory under /tmp that nobody can traverse."""
+    """A 0755 directory under /tmp that nobody can traverse. Request it before mount_factory, so
+    that the mounts below it are gone when it is removed."""
     with public_tmpdir() as d:
         yield d
 
@@ -38,7 +39,7 @@ def private(path) -> bool:
 
 
 @pytest.mark.parametrize("how", ["store-path-missing", "empty-dir-exists"])
-def test_new_store_is_private(mount_factory, tmp_path, pub, how):
+def test_new_store_is_private(pub, mount_factory, how):
     """Store: after the first mount the store directory is 0700 (whether albumfs made the directory
     or found it empty, mode 0755), and nobody can list it or read its database."""
     store = pub / "store"
@@ -58,7 +59,7 @@ def test_new_store_is_private(mount_factory, tmp_path, pub, how):
     assert modes["."] == "700", f"store directory mode {modes['.']} after the first mount, want 700"
 
 
-def test_without_allow_other_only_the_mounting_user_gets_in(mount_factory, pub):
+def test_without_allow_other_only_the_mounting_user_gets_in(pub, mount_factory):
     """Default: only the mounting user can use the mount; nobody cannot stat the mount point, list
     the roll, or read a 0644 file (EACCES)."""
     m = mount_factory("m", mp=pub / "mnt")
@@ -73,7 +74,7 @@ def test_without_allow_other_only_the_mounting_user_gets_in(mount_factory, pub):
     assert read(m.roll / "open.jpg") == b"readable by all", "the mounting user is unaffected"
 
 
-def test_allow_other_enforces_file_permissions(mount_factory, pub):
+def test_allow_other_enforces_file_permissions(pub, mount_factory):
     """-o allow_other: nobody lists the roll (0755) but cannot create, delete, chmod or mkdir there
     (EACCES / EPERM); cannot read a root file chmod 0600 but reads one chmod 0644 (not write it);
     in an album chmod 0777 nobody can add a file, owned by nobody, in the album and the roll."""
