@@ -59,14 +59,15 @@ public final class Library: Sendable {
     /// full library can always be emptied.
     func write<T: Sendable>(freesSpace: Bool = false, _ body: (Database) throws -> T) throws(LibraryError) -> T {
         if isReadOnly { throw .readOnly }
+        func attempt() throws(LibraryError) -> T {
+            try database.withLock { db throws(LibraryError) in
+                try mappingErrors { try db.transaction { try body(db) } }
+            }
+        }
         do {
-            return try database.withLock { db throws(LibraryError) in
-                try mappingErrors { try db.transaction { try body(db) } }
-            }
+            return try attempt()
         } catch .noSpace where freesSpace && reserve.release() {
-            return try database.withLock { db throws(LibraryError) in
-                try mappingErrors { try db.transaction { try body(db) } }
-            }
+            return try attempt()
         }
     }
 

@@ -134,14 +134,6 @@ final class OpenFiles: Sendable {
         let generation: UInt64
     }
 
-    /// The state to commit, if anything changed since the last commit.
-    func dirtySnapshot(_ id: NodeID) -> Snapshot? {
-        files.withLock { files in
-            guard let file = files[id], file.dirty else { return nil }
-            return Snapshot(attributes: file.attributes, generation: file.generation)
-        }
-    }
-
     func committed(_ snapshot: Snapshot) {
         files.withLock { files in
             if let file = files[snapshot.attributes.id], file.generation == snapshot.generation {
