@@ -32,6 +32,9 @@ extension Operations {
                 // Every change to the data passes through this kernel, so its
                 // page cache stays valid across opens.
                 fi!.pointee.keep_cache = 1
+                // A handle that cannot write has nothing to commit at close:
+                // spare every reader's close() a round trip.
+                if !writable { fi!.pointee.noflush = 1 }
                 if fuse_reply_open(req, fi) != 0 {
                     try? fs.library.release(Operations.takeFile(fi!.pointee.fh))
                 }
