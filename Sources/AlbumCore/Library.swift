@@ -96,7 +96,8 @@ public final class Library: Sendable {
             return try db.listing(directory, afterRow: cookie, limit: limit)
         }
         guard let rows else { throw .notFound }
-        return rows.map { DirectoryEntry(name: $0.name, attributes: openFiles.overlay($0.attributes), cookie: $0.row) }
+        let attributes = openFiles.overlay(rows.map(\.attributes))
+        return zip(rows, attributes).map { DirectoryEntry(name: $0.name, attributes: $1, cookie: $0.row) }
     }
 
     /// The parent of a directory, for `..` (the root is its own parent).

@@ -102,14 +102,22 @@ final class OpenFiles: Sendable {
 
     /// `stored` with the live size and times of an open file laid over it.
     func overlay(_ stored: Attributes) -> Attributes {
-        guard stored.kind == .asset else { return stored }
-        return files.withLock { files in
-            guard let live = files[stored.id]?.attributes else { return stored }
-            var result = stored
-            result.size = live.size
-            result.modificationTime = live.modificationTime
-            result.changeTime = live.changeTime
-            return result
+        overlay([stored])[0]
+    }
+
+    /// A directory listing's attributes, overlaid under one lock (a listing
+    /// of 100,000 entries takes it once per batch, not once per entry).
+    func overlay(_ listing: [Attributes]) -> [Attributes] {
+        files.withLock { files in
+            guard !files.isEmpty else { return listing }
+            return listing.map { stored in
+                guard stored.kind == .asset, let live = files[stored.id]?.attributes else { return stored }
+                var result = stored
+                result.size = live.size
+                result.modificationTime = live.modificationTime
+                result.changeTime = live.changeTime
+                return result
+            }
         }
     }
 

@@ -9,9 +9,10 @@ struct StoreRecovery {
 
     func run() throws {
         // Deletions that committed before their data was freed.
-        for id in try db.pendingPurges() {
-            content.remove(id)
-            try db.transaction { try db.purgeDone(id) }
+        let purges = try db.pendingPurges()
+        for id in purges { content.remove(id) }
+        try db.transaction {
+            for id in purges { try db.purgeDone(id) }
         }
         // Writes that were under way: the data may be ahead of the row.
         for id in try db.unfinishedWrites() {

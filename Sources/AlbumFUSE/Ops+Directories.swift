@@ -78,7 +78,6 @@ extension FileSystem {
             var buffer = [CChar](repeating: 0, count: size)
             var used = 0
             var next = offset
-            let directoryAttributes = try library.attributes(of: directory)
 
             func add(_ entryName: Name, _ attributes: Attributes, cookie: Int) -> Bool {
                 var cName = entryName.map { CChar(bitPattern: $0) }
@@ -97,11 +96,13 @@ extension FileSystem {
                 return true
             }
 
-            if next == 0 {
-                guard add([0x2e], directoryAttributes, cookie: 1) else { return reply(req, buffer, used) }
-                next = 1
-            }
-            if next == 1 {
+            // `.` and `..` only on the first calls: later ones need no extra query.
+            if next < 2 {
+                let directoryAttributes = try library.attributes(of: directory)
+                if next == 0 {
+                    guard add([0x2e], directoryAttributes, cookie: 1) else { return reply(req, buffer, used) }
+                    next = 1
+                }
                 let parent = try library.parent(ofDirectory: directory)
                 var parentAttributes = directoryAttributes
                 parentAttributes.id = parent

@@ -52,6 +52,16 @@ def make_sources(tmp_path: Path, writer: int, names_: list[str], tag: str) -> di
     return out
 
 
+def writer_sources(tmp_path, tag: str, writers: int):
+    """Source trees for `writers` cp processes: (expected name → sha, [(source dir, names)])."""
+    expected, sources = {}, []
+    for w in range(writers):
+        ns = [f"{tag}{w}-{i:03d}.jpg" for i in range(FILES_PER_WRITER)]
+        expected.update(make_sources(tmp_path, w, ns, tag))
+        sources.append((tmp_path / f"src-{tag}-{w}", ns))
+    return expected, sources
+
+
 def start_cp(src: Path, names_: list[str], dest: Path, cwd=None) -> subprocess.Popen:
     """cp SRC/n1 SRC/n2 … DEST/ (relative DEST with cwd)."""
     return subprocess.Popen(["cp", *[os.fspath(src / n) for n in names_], os.fspath(dest) + "/"],
@@ -271,12 +281,7 @@ def test_readers_while_writers_write(mount, tmp_path):
         data = payload(20_000 + i, f"stable{i}")
         write(busy / f"stable{i:02d}.jpg", data)
         stable[f"stable{i:02d}.jpg"] = sha(data)
-    expected = {}
-    sources = []
-    for w in range(4):
-        ns = [f"rw{w}-{i:03d}.jpg" for i in range(FILES_PER_WRITER)]
-        expected.update(make_sources(tmp_path, w, ns, "rw"))
-        sources.append((tmp_path / f"src-rw-{w}", ns))
+    expected, sources = writer_sources(tmp_path, "rw", writers=4)
 
     stop = FORK.Event()
     rq, dq = FORK.Queue(), FORK.Queue()
@@ -318,12 +323,7 @@ def test_album_renamed_while_files_are_copied_into_it(mount, tmp_path):
     (mount.albums / "Trips").mkdir()
     path = mount.albums / "Incoming"
     path.mkdir()
-    expected = {}
-    sources = []
-    for w in range(4):
-        ns = [f"mv{w}-{i:03d}.jpg" for i in range(FILES_PER_WRITER)]
-        expected.update(make_sources(tmp_path, w, ns, "mv"))
-        sources.append((tmp_path / f"src-mv-{w}", ns))
+    expected, sources = writer_sources(tmp_path, "mv", writers=4)
     procs = [start_cp(src, ns, Path("."), cwd=path) for src, ns in sources]
     moves = [mount.albums / "Renamed1", mount.albums / "Trips" / "Renamed2", mount.albums / "Renamed3",
              mount.albums / "Trips" / "Renamed4", mount.albums / "Renamed5", mount.albums / "Final"]
