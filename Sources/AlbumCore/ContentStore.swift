@@ -77,6 +77,13 @@ public struct ContentStore: Sendable {
         return Int64(info.st_size)
     }
 
+    /// The size and mtime of an asset's data, nil if it has none.
+    public func stamp(of id: NodeID) -> (size: Int64, modified: Nanoseconds)? {
+        var info = stat()
+        guard lstat(path(of: id), &info) == 0 else { return nil }
+        return (Int64(info.st_size), Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+    }
+
     /// Calls `body` with the id and size of every content file; names that are
     /// not ids are reported with a nil id.
     public func forEachFile(_ body: (_ path: String, _ id: NodeID?, _ size: Int64) -> Void) throws(LibraryError) {

@@ -60,6 +60,14 @@ extension Library {
         return OpenFile(id: attributes.id, descriptor: descriptor, isWritable: true)
     }
 
+    /// Hands `file`'s writes to the kernel (FUSE passthrough): they go into
+    /// the content file without passing through `write`, so from now on the
+    /// content file's size and mtime are taken as the asset's whenever its
+    /// live state is read (getattr, listings, flush, release).
+    public func writesBypassDaemon(_ file: OpenFile) {
+        if file.isWritable { openFiles.addDirectWriter(file.id, descriptor: file.descriptor) }
+    }
+
     /// Reads up to `count` bytes at `offset` into `buffer`; returns how many.
     public func read(_ file: OpenFile, into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws(LibraryError) -> Int {
         try syscall { pread(file.descriptor, buffer, count, off_t(offset)) }
@@ -141,7 +149,7 @@ extension Library {
         try syscall { dataOnly ? fdatasync(file.descriptor) : fsync(file.descriptor) }
         try content.synchronizeDirectory(of: file.id)
         if !isReadOnly {
-            try flush(file)
+            try commit(file) { $0.synchronizing(file.id) }
             try synchronizeDatabase()
         }
     }
@@ -163,9 +171,9 @@ extension Library {
             openFiles.forgetIfClosed(file.id)
         }
         if isReadOnly {
-            _ = openFiles.closing(file.id, writable: file.isWritable)
+            _ = openFiles.closing(file.id, writable: file.isWritable, descriptor: file.descriptor)
             return
         }
-        try commit(file) { $0.closing(file.id, writable: file.isWritable) }
+        try commit(file) { $0.closing(file.id, writable: file.isWritable, descriptor: file.descriptor) }
     }
 }

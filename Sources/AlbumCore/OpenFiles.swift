@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// The size and times of assets that are open for writing, kept in memory so
@@ -7,6 +10,12 @@ import Synchronization
 /// daemon, so getattr and setattr must see the newest size and times at once,
 /// and a late release must never overwrite a newer setattr. Both read and
 /// update this one table.
+///
+/// Writes reach the content file one of two ways. Through `Library.write`:
+/// each is recorded here (`wrote`). Or straight from the kernel (FUSE
+/// passthrough): the daemon never sees them, so the handle's descriptor is
+/// kept here as a "direct writer", and whoever reads the live state first
+/// takes the content file's size and mtime in (`refresh`).
 final class OpenFiles: Sendable {
     struct LiveFile {
         var openCount: Int
@@ -19,6 +28,15 @@ final class OpenFiles: Sendable {
         /// its committed size. Set before data can change, cleared when the
         /// size is committed and no handle is left that could write more.
         var marked = false
+        /// Descriptors of writable handles the kernel writes through itself.
+        var directWriters: [Int32] = []
+        /// The content file as `attributes` last took it in.
+        var contentSeen = ContentStamp(size: -1, modified: 0)
+    }
+
+    struct ContentStamp: Equatable {
+        let size: Int64
+        let modified: Nanoseconds
     }
 
     private let files = Mutex<[NodeID: LiveFile]>([:])
@@ -30,6 +48,39 @@ final class OpenFiles: Sendable {
             if writable { file.writerCount += 1 }
             files[attributes.id] = file
         }
+    }
+
+    /// From now on the kernel writes through `descriptor` without us.
+    func addDirectWriter(_ id: NodeID, descriptor: Int32) {
+        files.withLock { files in
+            guard var file = files[id] else { return }
+            if file.directWriters.isEmpty, let stamp = Self.stamp(of: descriptor) {
+                // Whatever the data holds now is already in `attributes`.
+                file.contentSeen = stamp
+            }
+            file.directWriters.append(descriptor)
+            files[id] = file
+        }
+    }
+
+    private static func stamp(of descriptor: Int32) -> ContentStamp? {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return nil }
+        return ContentStamp(size: Int64(status.st_size),
+                            modified: Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec))
+    }
+
+    /// Takes in what direct writes changed since last seen: the size and
+    /// mtime of the content file become the asset's.
+    private static func refresh(_ file: inout LiveFile) {
+        guard let descriptor = file.directWriters.first, let stamp = stamp(of: descriptor),
+              stamp != file.contentSeen else { return }
+        file.contentSeen = stamp
+        file.attributes.size = stamp.size
+        file.attributes.modificationTime = stamp.modified
+        file.attributes.changeTime = stamp.modified
+        file.dirty = true
+        file.generation &+= 1
     }
 
     func isMarked(_ id: NodeID) -> Bool {
@@ -55,6 +106,12 @@ final class OpenFiles: Sendable {
     func flushing(_ id: NodeID, writable: Bool) -> Commit {
         files.withLock { files in
             guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
+            // A direct writer's flush says nothing: the kernel sends FLUSH for
+            // every close of a descriptor, including the copies a fork leaves
+            // in a child that execs, and the handle may write on, unseen. So
+            // its mark stays until release, which commits the state with it
+            // (after a crash before that, recovery takes both from the data).
+            guard file.directWriters.isEmpty else { return Commit(snapshot: nil, unmark: false) }
             let snapshot = file.dirty ? Snapshot(attributes: file.attributes, generation: file.generation) : nil
             let unmark = file.marked && writable && file.openCount == 1
             if unmark { file.marked = false }
@@ -63,13 +120,26 @@ final class OpenFiles: Sendable {
         }
     }
 
+    /// The commit of an fsync: the live state, and the mark stays.
+    func synchronizing(_ id: NodeID) -> Commit {
+        files.withLock { files in
+            guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
+            Self.refresh(&file)
+            files[id] = file
+            return Commit(snapshot: file.dirty ? Snapshot(attributes: file.attributes, generation: file.generation) : nil,
+                          unmark: false)
+        }
+    }
+
     /// Drops one open and returns what must be committed with it: the live
     /// state if it changed, and the mark when the last writer goes. The
     /// caller commits before `forgetIfClosed`, so getattr never falls back to
     /// an older row.
-    func closing(_ id: NodeID, writable: Bool) -> Commit {
+    func closing(_ id: NodeID, writable: Bool, descriptor: Int32) -> Commit {
         files.withLock { files in
             guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
+            Self.refresh(&file)
+            file.directWriters.removeAll { $0 == descriptor }
             let snapshot = file.dirty ? Snapshot(attributes: file.attributes, generation: file.generation) : nil
             file.openCount -= 1
             if writable { file.writerCount -= 1 }
@@ -111,7 +181,12 @@ final class OpenFiles: Sendable {
         files.withLock { files in
             guard !files.isEmpty else { return listing }
             return listing.map { stored in
-                guard stored.kind == .asset, let live = files[stored.id]?.attributes else { return stored }
+                guard stored.kind == .asset, var file = files[stored.id] else { return stored }
+                if !file.directWriters.isEmpty {
+                    Self.refresh(&file)
+                    files[stored.id] = file
+                }
+                let live = file.attributes
                 var result = stored
                 result.size = live.size
                 result.modificationTime = live.modificationTime
@@ -124,7 +199,10 @@ final class OpenFiles: Sendable {
     /// The last attributes of an open file whose row is gone (deleted while open).
     func lastKnown(_ id: NodeID) -> Attributes? {
         files.withLock { files in
-            guard var attributes = files[id]?.attributes else { return nil }
+            guard var file = files[id] else { return nil }
+            Self.refresh(&file)
+            files[id] = file
+            var attributes = file.attributes
             attributes.linkCount = 0
             return attributes
         }

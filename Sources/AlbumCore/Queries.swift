@@ -151,6 +151,16 @@ extension Database {
             .bind(.int(id), .int(size), .int(modified), .int(changed)).run()
     }
 
+    /// After a crash: an interrupted write's data is the truth. Its size is
+    /// the asset's; its mtime too if newer than the recorded one (a write the
+    /// daemon never saw committed, such as a passthrough write; an older
+    /// one means a later setattr set the time).
+    func adoptInterruptedWrite(_ id: NodeID, size: Int64, modified: Nanoseconds) throws {
+        try statement("""
+            UPDATE nodes SET size = ?2, mtime = max(mtime, ?3), ctime = max(ctime, ?3) WHERE id = ?1
+            """).bind(.int(id), .int(size), .int(modified)).run()
+    }
+
     /// `name` if `directory` has no such entry (or it is `owner`'s), else the
     /// first free `(n)` form.
     func freeName(in directory: NodeID, for name: Name, owner: NodeID? = nil) throws -> Name {

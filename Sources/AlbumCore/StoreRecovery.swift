@@ -17,8 +17,8 @@ struct StoreRecovery {
         // Writes that were under way: the data may be ahead of the row.
         for id in try db.unfinishedWrites() {
             try db.transaction {
-                if let size = content.size(of: id) {
-                    try db.statement("UPDATE nodes SET size = ?2 WHERE id = ?1").bind(.int(id), .int(size)).run()
+                if let stamp = content.stamp(of: id) {
+                    try db.adoptInterruptedWrite(id, size: stamp.size, modified: stamp.modified)
                 }
                 try db.endWrite(id)
             }

@@ -45,17 +45,24 @@ final class FileSystem: Sendable {
     let library: Library
     let timeouts: CacheTimeouts
     let invalidator: Invalidator
+    let passthrough: Passthrough
     /// Reported as st_blksize: large, so `cp` writes in 1 MiB requests.
     static let preferredBlockSize = 1 << 20
 
-    init(library: Library, timeouts: CacheTimeouts, invalidator: Invalidator) {
+    init(library: Library, timeouts: CacheTimeouts, invalidator: Invalidator, passthrough: Passthrough) {
         self.library = library
         self.timeouts = timeouts
         self.invalidator = invalidator
+        self.passthrough = passthrough
     }
 
     /// The file system behind a request.
     static func of(_ req: fuse_req_t?) -> FileSystem {
-        Unmanaged<FileSystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+        from(fuse_req_userdata(req))
+    }
+
+    /// The file system behind the session's userdata pointer.
+    static func from(_ userdata: UnsafeMutableRawPointer?) -> FileSystem {
+        Unmanaged<FileSystem>.fromOpaque(userdata!).takeUnretainedValue()
     }
 }

@@ -12,6 +12,8 @@ public struct MountConfiguration: Sendable {
     /// Options for libfuse's `-o` (mount flags, allow_other, …).
     public var fuseOptions: [String] = []
     public var timeouts = CacheTimeouts()
+    /// Ask the kernel for FUSE passthrough (see Passthrough.swift).
+    public var passthrough = true
 
     public init(store: StoreLocation, mountPoint: String) {
         self.store = store
@@ -53,8 +55,10 @@ public final class MountSession {
         var args = albumfs_fuse_args_init(Int32(argv.count), cArgs)
 
         let invalidator = Invalidator()
+        let passthrough = Passthrough(wanted: configuration.passthrough)
         let fileSystem = Unmanaged.passRetained(
-            FileSystem(library: library, timeouts: configuration.timeouts, invalidator: invalidator))
+            FileSystem(library: library, timeouts: configuration.timeouts, invalidator: invalidator,
+                       passthrough: passthrough))
         var ops = Operations.table()
         guard let session = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size,
                                              fileSystem.toOpaque()) else {
@@ -65,6 +69,12 @@ public final class MountSession {
             fuse_session_destroy(session)
             fileSystem.release()
             throw .mount("cannot mount on \(configuration.mountPoint)")
+        }
+        guard passthrough.install(on: session) else {
+            fuse_session_unmount(session)
+            fuse_session_destroy(session)
+            fileSystem.release()
+            throw .mount("cannot set up the FUSE device's I/O")
         }
         invalidator.attach(session)
         self.session = session

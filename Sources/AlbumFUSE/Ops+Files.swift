@@ -15,10 +15,13 @@ extension Operations {
                 fi!.pointee.fh = Operations.handle(for: file)
                 var e = fs.entry(for: attributes)
                 fs.invalidator.beforeReply(changes)
-                if fuse_reply_create(req, &e, fi) != 0 {
-                    // The kernel never saw the handle (the request was interrupted).
-                    try? fs.library.release(Operations.takeFile(fi!.pointee.fh))
+                let sent: Int32
+                if let backing = fs.backing(file) {
+                    sent = albumfs_reply_create_backed(req, &e, fi, backing)
+                } else {
+                    sent = fuse_reply_create(req, &e, fi)
                 }
+                if sent != 0 { fs.forgetUnsent(fi) }
                 fs.invalidator.afterReply(changes)
             }
         }
@@ -35,9 +38,13 @@ extension Operations {
                 // A handle that cannot write has nothing to commit at close:
                 // spare every reader's close() a round trip.
                 if !writable { fi!.pointee.noflush = 1 }
-                if fuse_reply_open(req, fi) != 0 {
-                    try? fs.library.release(Operations.takeFile(fi!.pointee.fh))
+                let sent: Int32
+                if let backing = fs.backing(file) {
+                    sent = albumfs_reply_open_backed(req, fi, backing)
+                } else {
+                    sent = fuse_reply_open(req, fi)
                 }
+                if sent != 0 { fs.forgetUnsent(fi) }
             }
         }
         ops.read = { req, _, size, offset, fi in
@@ -85,6 +92,7 @@ extension Operations {
         ops.release = { req, _, fi in
             let fs = FileSystem.of(req)
             let file = Operations.takeFile(fi!.pointee.fh)
+            defer { fs.passthrough.release(file.id) }
             fs.replying(req) { () throws(LibraryError) in
                 try fs.library.release(file)
                 fuse_reply_err(req, 0)
@@ -103,5 +111,23 @@ extension Operations {
     /// Takes back the reference `handle(for:)` gave the kernel.
     static func takeFile(_ fh: UInt64) -> OpenFile {
         Unmanaged<OpenFile>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(fh))!).takeRetainedValue()
+    }
+}
+
+extension FileSystem {
+    /// The backing id to serve a new handle from (FUSE passthrough), having
+    /// told the library that its writes bypass us; nil: served by the daemon.
+    func backing(_ file: OpenFile) -> Int32? {
+        guard let id = passthrough.acquire(file.id, descriptor: file.descriptor) else { return nil }
+        library.writesBypassDaemon(file)
+        return id
+    }
+
+    /// An open or create reply the kernel never saw (the request was
+    /// interrupted): give back everything the handle held.
+    func forgetUnsent(_ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        let file = Operations.takeFile(fi!.pointee.fh)
+        passthrough.release(file.id)
+        try? library.release(file)
     }
 }

@@ -88,6 +88,7 @@ struct MountCommand {
             configuration.debug = debug
             configuration.singleThreaded = singleThreaded
             configuration.fuseOptions = options.fuseOptions
+            configuration.passthrough = options.passthrough
             session = try MountSession(library: library, configuration: configuration)
         } catch let error as LibraryError {
             throw report(CommandFailure(.unusableStore, describe(error)))

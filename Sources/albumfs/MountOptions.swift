@@ -3,6 +3,9 @@
 /// every unknown option reported at once.
 struct MountOptions {
     var readOnly = false
+    /// `nopassthrough`: serve every read and write through the daemon, even
+    /// where the kernel could serve them from the content files itself.
+    var passthrough = true
     /// What goes to libfuse's `-o`.
     var fuseOptions: [String] = []
 
@@ -28,6 +31,8 @@ struct MountOptions {
                 fuseOptions.append(option)
                 if option == "ro" { readOnly = true }
                 if option == "rw" { readOnly = false }
+            } else if option == "nopassthrough" || option == "passthrough" {
+                passthrough = option == "passthrough"
             } else if option.hasPrefix("max_read=") {
                 fuseOptions.append(option)
             } else if Self.ignored.contains(option) || Self.ignoredPrefixes.contains(where: option.hasPrefix) {

@@ -31,6 +31,7 @@ Run:   python3 -m pytest Tests/integration          (as root, as CI does, or as 
   SIGKILL (a thread stuck in the kernel, e.g. on a directory lock its own dead
   request holds) is reported with its threads' kernel stacks and its connection is
   aborted, so that neither it nor the processes using the mount stay hung.
+- $ALBUMFS_TEST_OPTIONS (comma-separated) is added to every mount's `-o`.
 - Every subprocess has a timeout; `run()` checks the exit status and shows the
   output of a failed command.
 """
@@ -60,6 +61,9 @@ from albumfs_testlib import (  # noqa: F401  (run is re-exported for tests)
 )
 
 DEFAULT_TEST_TIMEOUT = 300
+# Options every mount of the run gets first, e.g. ALBUMFS_TEST_OPTIONS=nopassthrough
+# (scripts/test runs the data-path tests a second time so).
+EXTRA_MOUNT_OPTIONS = [o for o in os.environ.get("ALBUMFS_TEST_OPTIONS", "").split(",") if o]
 MOUNT_WAIT = 10.0
 EXIT_WAIT = 10.0
 
@@ -141,6 +145,7 @@ class Mount:
         assert not is_mounted(self.mp), f"{self.mp} is already mounted"
         self.starts += 1
         cmd = [str(ALBUMFS), "mount", "--store", str(self.store), "-f", str(self.mp)]
+        options = EXTRA_MOUNT_OPTIONS + (options or [])
         if options:
             cmd += ["-o", ",".join(options)]
         with open(self.log, "ab") as log:

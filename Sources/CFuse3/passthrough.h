@@ -1,0 +1,140 @@
+// FUSE passthrough (kernel 6.9+, protocol 7.40) on libfuse 3.14.
+//
+// With passthrough the kernel serves read, write and mmap of an open file
+// straight from a "backing" file the daemon names, instead of sending each
+// READ and WRITE through /dev/fuse. libfuse learned it in 3.16; Debian 12 has
+// 3.14 and the 6.1 uapi headers, so the few ABI pieces needed are spelled out
+// here from the kernel's include/uapi/linux/fuse.h, and the two replies that
+// carry a backing id are built here the way libfuse builds them (fill_open,
+// fill_entry), with the id added.
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <linux/fuse.h>
+
+// FUSE_PASSTHROUGH is bit 37 of the 64-bit INIT flags: bit 5 of flags2.
+#define ALBUMFS_FUSE_PASSTHROUGH_FLAGS2 (1u << 5)
+#define ALBUMFS_FOPEN_PASSTHROUGH (1u << 7)
+// A backing file of ours sits on a plain file system (depth 0), so the FUSE
+// mount is one level above it.
+#define ALBUMFS_PASSTHROUGH_STACK_DEPTH 1u
+
+struct albumfs_fuse_backing_map {
+    int32_t fd;
+    uint32_t flags;
+    uint64_t padding;
+};
+
+/// Registers `fd`'s file as a backing file; returns its id, or -1 with errno.
+static inline int albumfs_backing_open(int device, int fd) {
+    struct albumfs_fuse_backing_map map = { .fd = fd, .flags = 0, .padding = 0 };
+    return ioctl(device, _IOW(229, 1, struct albumfs_fuse_backing_map), &map);
+}
+
+static inline int albumfs_backing_close(int device, int backing_id) {
+    uint32_t id = (uint32_t) backing_id;
+    return ioctl(device, _IOW(229, 2, uint32_t), &id);
+}
+
+/// The flags2 word of an INIT request (0 if the kernel sent none).
+static inline uint32_t albumfs_init_request_flags2(const void *request, size_t length) {
+    const struct fuse_in_header *header = request;
+    if (length < sizeof(*header) + sizeof(struct fuse_init_in) || header->opcode != FUSE_INIT) return 0;
+    const struct fuse_init_in *init = (const void *) (header + 1);
+    return (init->flags & FUSE_INIT_EXT) ? init->flags2 : 0;
+}
+
+/// The unique id of a request, and whether it is INIT.
+static inline uint64_t albumfs_request_unique(const void *request, size_t length, int *is_init) {
+    const struct fuse_in_header *header = request;
+    if (length < sizeof(*header)) { *is_init = 0; return 0; }
+    *is_init = header->opcode == FUSE_INIT;
+    return header->unique;
+}
+
+/// The unique id a reply answers (0 for a notification or a short buffer).
+static inline uint64_t albumfs_reply_unique(const struct iovec *iov, int count) {
+    if (count < 1 || iov[0].iov_len < sizeof(struct fuse_out_header)) return 0;
+    return ((const struct fuse_out_header *) iov[0].iov_base)->unique;
+}
+
+/// Rewrites libfuse's INIT reply in `reply` (a copy of iov[1]) to ask for
+/// passthrough. Returns 0 if the reply is not one that can carry it.
+static inline int albumfs_init_reply_ask_passthrough(void *reply, size_t length) {
+    // libfuse 3.14 sends the full 64-byte fuse_init_out; max_stack_depth is
+    // the first word after flags2, unused[0] in the 6.1 header.
+    if (length < sizeof(struct fuse_init_out)) return 0;
+    struct fuse_init_out *out = reply;
+    if (!(out->flags & FUSE_INIT_EXT) || (out->flags & FUSE_WRITEBACK_CACHE)) return 0;
+    out->flags2 |= ALBUMFS_FUSE_PASSTHROUGH_FLAGS2;
+    out->unused[0] = ALBUMFS_PASSTHROUGH_STACK_DEPTH;
+    return 1;
+}
+
+static inline void albumfs_fill_open_out(struct fuse_open_out *out, const struct fuse_file_info *fi, int backing_id) {
+    memset(out, 0, sizeof(*out));
+    out->fh = fi->fh;
+    // The kernel fails the open (EIO) if a passthrough reply carries any
+    // flag outside FOPEN_PASSTHROUGH_MASK: keep_cache, for one, has no page
+    // cache of ours to keep.
+    if (fi->direct_io) out->open_flags |= FOPEN_DIRECT_IO;
+    if (fi->noflush) out->open_flags |= FOPEN_NOFLUSH;
+    out->open_flags |= ALBUMFS_FOPEN_PASSTHROUGH;
+    out->padding = (uint32_t) backing_id;  // backing_id in 7.40
+}
+
+static inline uint64_t albumfs_timeout_seconds(double t) {
+    if (t > (double) ULONG_MAX) return ULONG_MAX;
+    return t < 0.0 ? 0 : (uint64_t) t;
+}
+
+static inline uint32_t albumfs_timeout_nanoseconds(double t) {
+    double fraction = t - (double) albumfs_timeout_seconds(t);
+    if (fraction < 0.0) return 0;
+    return fraction >= 0.999999999 ? 999999999 : (uint32_t) (fraction * 1.0e9);
+}
+
+/// fuse_reply_open, with the handle served from backing file `backing_id`.
+static inline int albumfs_reply_open_backed(fuse_req_t req, const struct fuse_file_info *fi, int backing_id) {
+    struct fuse_open_out out;
+    albumfs_fill_open_out(&out, fi, backing_id);
+    struct iovec iov = { .iov_base = &out, .iov_len = sizeof(out) };
+    return fuse_reply_iov(req, &iov, 1);
+}
+
+/// fuse_reply_create, with the handle served from backing file `backing_id`.
+static inline int albumfs_reply_create_backed(fuse_req_t req, const struct fuse_entry_param *e,
+                                              const struct fuse_file_info *fi, int backing_id) {
+    struct {
+        struct fuse_entry_out entry;
+        struct fuse_open_out open;
+    } __attribute__((packed)) out;
+    memset(&out, 0, sizeof(out));
+    out.entry.nodeid = e->ino;
+    out.entry.generation = e->generation;
+    out.entry.entry_valid = albumfs_timeout_seconds(e->entry_timeout);
+    out.entry.entry_valid_nsec = albumfs_timeout_nanoseconds(e->entry_timeout);
+    out.entry.attr_valid = albumfs_timeout_seconds(e->attr_timeout);
+    out.entry.attr_valid_nsec = albumfs_timeout_nanoseconds(e->attr_timeout);
+    const struct stat *st = &e->attr;
+    out.entry.attr.ino = st->st_ino;
+    out.entry.attr.mode = st->st_mode;
+    out.entry.attr.nlink = st->st_nlink;
+    out.entry.attr.uid = st->st_uid;
+    out.entry.attr.gid = st->st_gid;
+    out.entry.attr.rdev = st->st_rdev;
+    out.entry.attr.size = st->st_size;
+    out.entry.attr.blksize = st->st_blksize;
+    out.entry.attr.blocks = st->st_blocks;
+    out.entry.attr.atime = st->st_atim.tv_sec;
+    out.entry.attr.mtime = st->st_mtim.tv_sec;
+    out.entry.attr.ctime = st->st_ctim.tv_sec;
+    out.entry.attr.atimensec = st->st_atim.tv_nsec;
+    out.entry.attr.mtimensec = st->st_mtim.tv_nsec;
+    out.entry.attr.ctimensec = st->st_ctim.tv_nsec;
+    albumfs_fill_open_out(&out.open, fi, backing_id);
+    struct iovec iov = { .iov_base = &out, .iov_len = sizeof(out) };
+    return fuse_reply_iov(req, &iov, 1);
+}

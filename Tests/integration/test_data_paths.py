@@ -1,0 +1,170 @@
+"""The two ways data reaches an asset's content file: through the daemon (every READ and
+WRITE a request), and FUSE passthrough (the kernel reads and writes the content file
+itself; the default where the kernel offers it, as root). Each test runs on both, and
+checks what the daemon cannot see under passthrough: sizes and times of files written
+behind its back, across close, fork, mmap, truncate, kill -9 and remount.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from albumfs_testlib import ALBUMFS, run
+
+MODES = {"passthrough": [], "daemon": ["nopassthrough"]}
+
+
+@pytest.fixture(params=list(MODES))
+def data_mount(request, mount_factory):
+    m = mount_factory("m", options=MODES[request.param])
+    m.mode_options = MODES[request.param]   # for its remounts
+    return m
+
+
+def daemon_io_bytes(pid: int) -> int:
+    """Bytes the daemon moved with read/write syscalls (its /dev/fuse traffic included)."""
+    fields = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return int(fields["rchar"]) + int(fields["wchar"])
+
+
+def test_passthrough_keeps_file_data_away_from_the_daemon(mount_factory):
+    """With passthrough on, 16 MiB written and read back cost the daemon almost no I/O of its
+    own; with nopassthrough every byte crosses it twice each way. If the kernel of this machine
+    offered no passthrough, the first half fails: that is the point of the test."""
+    payload = os.urandom(16 << 20)
+    moved = {}
+    for mode, options in MODES.items():
+        m = mount_factory(mode, options=options)
+        before = daemon_io_bytes(m.proc.pid)
+        (m.roll / "clip.mov").write_bytes(payload)
+        os.system("sync")
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3")
+        assert (m.roll / "clip.mov").read_bytes() == payload
+        moved[mode] = daemon_io_bytes(m.proc.pid) - before
+    assert moved["daemon"] > 2 * len(payload), moved
+    assert moved["passthrough"] < len(payload) // 16, moved
+
+
+def test_size_and_mtime_are_live_while_open_and_survive_remount(data_mount):
+    m = data_mount
+    path = m.roll / "live.jpg"
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        os.write(fd, b"a" * 5000)
+        first = os.stat(path)
+        assert first.st_size == 5000
+        os.utime(path, ns=(first.st_atime_ns, 1_000_000_000))   # an explicit, old mtime
+        assert os.stat(path).st_mtime_ns == 1_000_000_000
+        os.write(fd, b"b" * 3000)                                 # a later write moves it on
+        second = os.stat(path)
+        assert second.st_size == 8000
+        assert second.st_mtime_ns > 1_000_000_000
+    finally:
+        os.close(fd)
+    closed = os.stat(path)
+    m.remount(m.mode_options)
+    again = os.stat(path)
+    assert (again.st_size, again.st_mtime_ns) == (closed.st_size, closed.st_mtime_ns)
+    assert path.read_bytes() == b"a" * 5000 + b"b" * 3000
+
+
+def test_an_explicit_mtime_after_the_last_write_is_kept(data_mount):
+    m = data_mount
+    path = m.roll / "kept.jpg"
+    path.write_bytes(b"x" * 10000)
+    os.utime(path, ns=(2_000_000_000, 3_000_000_000))
+    m.remount(m.mode_options)
+    assert os.stat(path).st_mtime_ns == 3_000_000_000
+    assert os.stat(path).st_size == 10000
+
+
+def test_writes_after_a_forked_child_closed_its_copy_survive_kill(data_mount):
+    """A child that inherits a descriptor and exits makes the kernel send FLUSH for the
+    parent's still-open file; writes after that must still be recovered after a crash."""
+    m = data_mount
+    path = m.roll / "forked.jpg"
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        os.write(fd, b"1" * 100_000)
+        subprocess.run(["true"], pass_fds=(fd,), check=True, timeout=30)   # FLUSH
+        flushed = os.stat(path).st_mtime_ns
+        time.sleep(0.05)
+        os.write(fd, b"2" * 900_000)
+        m.kill()
+    finally:
+        with contextlib.suppress(OSError):   # ENOTCONN once the daemon is dead
+            os.close(fd)
+    m.start(m.mode_options)
+    assert os.stat(path).st_size == 1_000_000
+    assert os.stat(path).st_mtime_ns > flushed, "the last write's mtime was lost"
+    assert path.read_bytes() == b"1" * 100_000 + b"2" * 900_000
+    assert_fsck_clean(m)
+
+
+def test_mmap_writes_reach_the_asset(data_mount):
+    m = data_mount
+    path = m.roll / "mapped.raw"
+    with open(path, "w+b") as f:
+        f.truncate(1 << 20)
+        with mmap.mmap(f.fileno(), 1 << 20) as mapped:
+            mapped[4096:4096 + 11] = b"hello world"
+            mapped.flush()
+    assert os.stat(path).st_size == 1 << 20
+    m.remount(m.mode_options)
+    data = path.read_bytes()
+    assert len(data) == 1 << 20 and data[4096:4107] == b"hello world" and data.count(0) == (1 << 20) - 11
+
+
+def test_the_same_operations_give_the_same_bytes_as_a_plain_file(data_mount, tmp_path):
+    """append, truncate by path while open, a write past the end, O_TRUNC reopen, pwrite,
+    copy_file_range: albumfs and a plain file must end with the same bytes and size."""
+    m = data_mount
+    plain = tmp_path / "plain.bin"
+
+    def script(path: Path, source_path: Path):
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+        os.write(fd, b"A" * 70_000)
+        os.write(fd, b"B" * 10)
+        os.truncate(path, 1234)                     # by path, while the handle is open
+        os.write(fd, b"C" * 100)                    # O_APPEND: at the new end
+        os.close(fd)
+        fd = os.open(path, os.O_RDWR)
+        os.pwrite(fd, b"D" * 50, 200_000)           # a hole, then data
+        os.ftruncate(fd, 150_000)
+        os.close(fd)
+        source = os.open(source_path, os.O_RDONLY)
+        fd = os.open(path, os.O_WRONLY)
+        os.copy_file_range(source, fd, 30_000, 0, 5_000)
+        os.close(fd)
+        os.close(source)
+        with open(path, "r+b") as f:
+            f.seek(0, os.SEEK_END)
+            f.write(b"E" * 333)
+        return os.stat(path).st_size
+
+    source = os.urandom(40_000)
+    (tmp_path / "source.bin").write_bytes(source)
+    (m.roll / "source.bin").write_bytes(source)   # copy_file_range stays within one file system
+    expected_size = script(plain, tmp_path / "source.bin")
+    assert script(m.roll / "same.bin", m.roll / "source.bin") == expected_size
+    m.remount(m.mode_options)
+    assert os.stat(m.roll / "same.bin").st_size == expected_size
+    assert (m.roll / "same.bin").read_bytes() == plain.read_bytes()
+    fd = os.open(m.roll / "same.bin", os.O_WRONLY | os.O_TRUNC)
+    os.close(fd)
+    assert os.stat(m.roll / "same.bin").st_size == 0
+    assert_fsck_clean(m)
+
+
+def assert_fsck_clean(m):
+    m.unmount()
+    run([str(ALBUMFS), "fsck", "--store", str(m.store)])
+    m.start(m.mode_options)
