@@ -55,10 +55,10 @@ public final class MountSession {
         var args = albumfs_fuse_args_init(Int32(argv.count), cArgs)
 
         let invalidator = Invalidator()
-        let passthrough = Passthrough(wanted: configuration.passthrough)
+        let channel = DeviceChannel(wantsPassthrough: configuration.passthrough)
         let fileSystem = Unmanaged.passRetained(
             FileSystem(library: library, timeouts: configuration.timeouts, invalidator: invalidator,
-                       passthrough: passthrough))
+                       channel: channel))
         var ops = Operations.table()
         guard let session = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size,
                                              fileSystem.toOpaque()) else {
@@ -70,7 +70,7 @@ public final class MountSession {
             fileSystem.release()
             throw .mount("cannot mount on \(configuration.mountPoint)")
         }
-        guard passthrough.install(on: session) else {
+        guard channel.install(on: session) else {
             fuse_session_unmount(session)
             fuse_session_destroy(session)
             fileSystem.release()

@@ -120,6 +120,6 @@ extension FileSystem {
     }
 
     private func reply(_ req: fuse_req_t?, _ buffer: [CChar], _ used: Int) {
-        buffer.withUnsafeBufferPointer { fuse_reply_buf(req, $0.baseAddress, used) }
+        _ = buffer.withUnsafeBufferPointer { fuse_reply_buf(req, $0.baseAddress, used) }
     }
 }

@@ -44,7 +44,7 @@ extension Operations {
         } else if size < value.count {
             fuse_reply_err(req, ERANGE)
         } else {
-            value.withUnsafeBufferPointer { buf in
+            _ = value.withUnsafeBufferPointer { buf in
                 buf.withMemoryRebound(to: CChar.self) { fuse_reply_buf(req, $0.baseAddress, value.count) }
             }
         }

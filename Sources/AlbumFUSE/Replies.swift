@@ -12,7 +12,7 @@ extension FileSystem {
         s.st_uid = a.uid
         s.st_gid = a.gid
         s.st_size = Int(a.size)
-        s.st_blksize = Self.preferredBlockSize
+        s.st_blksize = preferredBlockSize
         s.st_blocks = Int((a.size + 511) / 512)
         s.st_atim = timespec(nanoseconds: a.accessTime)
         s.st_mtim = timespec(nanoseconds: a.modificationTime)
@@ -30,11 +30,17 @@ extension FileSystem {
         return e
     }
 
-    /// A negative entry, not cached: names appear in the roll and in albums
-    /// through other directories (an album create adds a roll entry), and a
-    /// cached "no such name" would hide them until invalidated.
-    func negativeEntry() -> fuse_entry_param {
-        fuse_entry_param()
+    /// A negative entry ("no such name in `parent`"). The roll's are not
+    /// cached: names appear in the roll through other directories (a create
+    /// in an album adds a roll entry, a rename in an album can rename the
+    /// roll entry), and a cached "no such name" would hide them. Every other
+    /// directory gains names only through requests on itself, which the
+    /// kernel sees, so there a miss is cached like a hit: `cp` into an album
+    /// looks each name up twice (stat, then open with O_CREAT).
+    func negativeEntry(in parent: NodeID) -> fuse_entry_param {
+        var e = fuse_entry_param()
+        if parent != FixedNode.cameraRoll { e.entry_timeout = timeouts.entry }
+        return e
     }
 
     func replyEntry(_ req: fuse_req_t?, _ a: Attributes) {

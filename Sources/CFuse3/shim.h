@@ -11,4 +11,4 @@ static inline struct fuse_args albumfs_fuse_args_init(int argc, char **argv) {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     return args;
 }
-#include "passthrough.h"
+#include "kernel_features.h"

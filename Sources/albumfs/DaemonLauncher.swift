@@ -72,7 +72,7 @@ struct DaemonLauncher {
     static func ownExecutable() -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        return n > 0 ? String(cString: buffer) : CommandLine.arguments[0]
+        return n > 0 ? String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
     }
 
     // MARK: the daemon's side

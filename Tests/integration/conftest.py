@@ -74,7 +74,7 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return [f"albumfs binary: {ALBUMFS}",
+    return [f"albumfs binary: {ALBUMFS}, extra mount options: {','.join(EXTRA_MOUNT_OPTIONS) or 'none'}",
             f"crash test: ALBUMFS_CRASH_SEED={CRASH_SEED} ALBUMFS_CRASH_ITERATIONS={CRASH_ITERATIONS}"]
 
 

@@ -218,3 +218,31 @@ def test_rm_roll_entry_deletes_everywhere_and_frees_content(mount):
     count, size = content_usage(mount.store)
     assert count == 1 and size <= before[1] - len(a_data), "the deleted asset's content must be freed"
     assert nlink(trip / "b.jpg") == 2
+
+
+def test_names_a_lookup_missed_appear_once_made(mount):
+    """Misses are cached by the kernel everywhere but in the roll, which gains names through
+    other directories. Every name a miss was cached for must show once it exists: a create in
+    an album adds a roll entry, a rename in an album renames the roll entry, and an album
+    gains names only through requests on itself."""
+    album, other = mount.albums / "A", mount.albums / "B"
+    album.mkdir()
+    other.mkdir()
+    for path in (mount.roll / "new.jpg", album / "new.jpg", mount.roll / "renamed.jpg",
+                 album / "renamed.jpg", album / "moved.jpg", album / "linked.jpg"):
+        assert not path.exists()                      # a miss, cached outside the roll
+        assert not path.exists()
+    (album / "new.jpg").write_bytes(b"x")
+    assert (mount.roll / "new.jpg").read_bytes() == b"x"
+    os.rename(album / "new.jpg", album / "renamed.jpg")
+    assert (album / "renamed.jpg").exists() and not (album / "new.jpg").exists()
+    assert (mount.roll / "renamed.jpg").exists()      # the roll entry followed the album entry
+    (other / "moved.jpg").write_bytes(b"y")
+    os.rename(other / "moved.jpg", album / "moved.jpg")
+    assert (album / "moved.jpg").read_bytes() == b"y"
+    (mount.roll / "c.jpg").write_bytes(b"c")
+    os.link(mount.roll / "c.jpg", album / "linked.jpg")
+    assert (album / "linked.jpg").read_bytes() == b"c"
+    assert not (mount.roll / "missing.jpg").exists()
+    (mount.roll / "missing.jpg").write_bytes(b"z")
+    assert (mount.roll / "missing.jpg").exists()

@@ -1,4 +1,5 @@
-// FUSE passthrough (kernel 6.9+, protocol 7.40) on libfuse 3.14.
+// FUSE passthrough (kernel 6.9+, protocol 7.40) and FUSE_HANDLE_KILLPRIV_V2
+// (5.11+, 7.33) on libfuse 3.14.
 //
 // With passthrough the kernel serves read, write and mmap of an open file
 // straight from a "backing" file the daemon names, instead of sending each
@@ -38,19 +39,14 @@ static inline int albumfs_backing_close(int device, int backing_id) {
     return ioctl(device, _IOW(229, 2, uint32_t), &id);
 }
 
-/// The flags2 word of an INIT request (0 if the kernel sent none).
-static inline uint32_t albumfs_init_request_flags2(const void *request, size_t length) {
+/// If `request` is INIT, stores the kernel's 64-bit INIT flags in `flags`
+/// and returns its unique id; else returns 0.
+static inline uint64_t albumfs_init_request(const void *request, size_t length, uint64_t *flags) {
     const struct fuse_in_header *header = request;
     if (length < sizeof(*header) + sizeof(struct fuse_init_in) || header->opcode != FUSE_INIT) return 0;
     const struct fuse_init_in *init = (const void *) (header + 1);
-    return (init->flags & FUSE_INIT_EXT) ? init->flags2 : 0;
-}
-
-/// The unique id of a request, and whether it is INIT.
-static inline uint64_t albumfs_request_unique(const void *request, size_t length, int *is_init) {
-    const struct fuse_in_header *header = request;
-    if (length < sizeof(*header)) { *is_init = 0; return 0; }
-    *is_init = header->opcode == FUSE_INIT;
+    *flags = init->flags;
+    if (init->flags & FUSE_INIT_EXT) *flags |= (uint64_t) init->flags2 << 32;
     return header->unique;
 }
 
@@ -60,17 +56,31 @@ static inline uint64_t albumfs_reply_unique(const struct iovec *iov, int count) 
     return ((const struct fuse_out_header *) iov[0].iov_base)->unique;
 }
 
+#define ALBUMFS_ASKED_PASSTHROUGH 1
+#define ALBUMFS_ASKED_KILLPRIV_V2 2
+
 /// Rewrites libfuse's INIT reply in `reply` (a copy of iov[1]) to ask for
-/// passthrough. Returns 0 if the reply is not one that can carry it.
-static inline int albumfs_init_reply_ask_passthrough(void *reply, size_t length) {
+/// what the kernel `offered` of FUSE_HANDLE_KILLPRIV_V2 and, if
+/// `want_passthrough`, FUSE_PASSTHROUGH. Returns what it asked for.
+static inline int albumfs_init_reply_patch(void *reply, size_t length, uint64_t offered, int want_passthrough) {
     // libfuse 3.14 sends the full 64-byte fuse_init_out; max_stack_depth is
     // the first word after flags2, unused[0] in the 6.1 header.
     if (length < sizeof(struct fuse_init_out)) return 0;
     struct fuse_init_out *out = reply;
-    if (!(out->flags & FUSE_INIT_EXT) || (out->flags & FUSE_WRITEBACK_CACHE)) return 0;
-    out->flags2 |= ALBUMFS_FUSE_PASSTHROUGH_FLAGS2;
-    out->unused[0] = ALBUMFS_PASSTHROUGH_STACK_DEPTH;
-    return 1;
+    int asked = 0;
+    if (offered & FUSE_HANDLE_KILLPRIV_V2) {
+        // Lets the kernel mark an inode "no suid bits, no security.capability"
+        // (S_NOSEC) after one check, instead of a GETXATTR round trip per write.
+        out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+        asked |= ALBUMFS_ASKED_KILLPRIV_V2;
+    }
+    if (want_passthrough && (offered >> 32) & ALBUMFS_FUSE_PASSTHROUGH_FLAGS2 &&
+        (out->flags & FUSE_INIT_EXT) && !(out->flags & FUSE_WRITEBACK_CACHE)) {
+        out->flags2 |= ALBUMFS_FUSE_PASSTHROUGH_FLAGS2;
+        out->unused[0] = ALBUMFS_PASSTHROUGH_STACK_DEPTH;
+        asked |= ALBUMFS_ASKED_PASSTHROUGH;
+    }
+    return asked;
 }
 
 static inline void albumfs_fill_open_out(struct fuse_open_out *out, const struct fuse_file_info *fi, int backing_id) {

@@ -1,0 +1,81 @@
+import CFuse3
+import Glibc
+import Synchronization
+
+/// The session's /dev/fuse I/O, through libfuse's custom-io hooks: plain
+/// read and writev, except that the INIT reply asks for two kernel features
+/// libfuse 3.14 predates, when the kernel offers them:
+///
+/// - FUSE_HANDLE_KILLPRIV_V2: the kernel may then mark an inode as having
+///   no suid bits and no security.capability after one check (S_NOSEC).
+///   Without it, every write costs a GETXATTR round trip first (measured:
+///   8 per 1 MiB photo that cp writes in 128 KiB pieces). albumfs keeps no
+///   suid or capability semantics on assets either way (see the README);
+/// - FUSE_PASSTHROUGH, unless `-o nopassthrough` (see Passthrough.swift).
+///
+/// INIT is the first request of a session and is answered before any other
+/// is read, so watching for it costs one comparison per request.
+final class DeviceChannel: Sendable {
+    private let wantsPassthrough: Bool
+    /// The unique id of the INIT request while its reply is pending, and
+    /// what the kernel offered in it.
+    private let pendingInit = Atomic<UInt64>(0)
+    private let offered = Atomic<UInt64>(0)
+    private let negotiatedPassthrough = Atomic<Bool>(false)
+    private let descriptor = Atomic<Int32>(-1)
+
+    init(wantsPassthrough: Bool) {
+        self.wantsPassthrough = wantsPassthrough
+    }
+
+    /// /dev/fuse, for the passthrough ioctls.
+    var device: Int32 { descriptor.load(ordering: .acquiring) }
+
+    /// Whether the INIT reply asked for passthrough (the kernel may still
+    /// refuse a backing file: see `Passthrough.acquire`).
+    var hasPassthrough: Bool { negotiatedPassthrough.load(ordering: .acquiring) }
+
+    /// Takes over the session's device I/O. Call after fuse_session_mount,
+    /// before the loop starts.
+    func install(on session: OpaquePointer) -> Bool {
+        descriptor.store(fuse_session_fd(session), ordering: .releasing)
+        var io = fuse_custom_io()
+        io.read = { fd, buffer, length, userdata in
+            let count = Glibc.read(fd, buffer, length)
+            if count > 0, let buffer {
+                FileSystem.from(userdata).channel.received(UnsafeRawPointer(buffer), count)
+            }
+            return count
+        }
+        io.writev = { fd, iov, count, userdata in
+            FileSystem.from(userdata).channel.send(fd, iov, count)
+        }
+        return fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0
+    }
+
+    private func received(_ request: UnsafeRawPointer, _ length: Int) {
+        guard pendingInit.load(ordering: .relaxed) == 0 else { return }
+        var flags: UInt64 = 0
+        let unique = albumfs_init_request(request, length, &flags)
+        guard unique != 0 else { return }
+        offered.store(flags, ordering: .relaxed)
+        pendingInit.store(unique, ordering: .releasing)
+    }
+
+    private func send(_ fd: Int32, _ iov: UnsafeMutablePointer<iovec>?, _ count: Int32) -> Int {
+        let pending = pendingInit.load(ordering: .acquiring)
+        guard pending != 0, let iov, count == 2, albumfs_reply_unique(iov, count) == pending else {
+            return Glibc.writev(fd, iov, count)
+        }
+        pendingInit.store(0, ordering: .relaxed)
+        // A patched copy of libfuse's fuse_init_out.
+        let length = iov[1].iov_len
+        let reply = UnsafeMutableRawPointer.allocate(byteCount: length, alignment: 8)
+        defer { reply.deallocate() }
+        reply.copyMemory(from: iov[1].iov_base, byteCount: length)
+        let asked = albumfs_init_reply_patch(reply, length, offered.load(ordering: .relaxed), wantsPassthrough ? 1 : 0)
+        negotiatedPassthrough.store(asked & ALBUMFS_ASKED_PASSTHROUGH != 0, ordering: .releasing)
+        var patched = [iov[0], iovec(iov_base: reply, iov_len: length)]
+        return Glibc.writev(fd, &patched, 2)
+    }
+}
