@@ -105,6 +105,11 @@ public final class Library: Sendable {
         try read { db in try db.parent(ofDirectory: id) } ?? FixedNode.root
     }
 
+    /// The directories that show an asset: the roll and every album holding it.
+    public func directories(showing id: NodeID) throws(LibraryError) -> [NodeID] {
+        try read { db in try db.entries(of: id).map(\.directory) }
+    }
+
     /// The store's free space; the file counts are assets stored.
     public func statistics() throws(LibraryError) -> FilesystemStatistics {
         var info = statvfs()

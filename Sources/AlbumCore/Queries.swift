@@ -152,12 +152,15 @@ extension Database {
     }
 
     /// After a crash: an interrupted write's data is the truth. Its size is
-    /// the asset's; its mtime too if newer than the recorded one (a write the
-    /// daemon never saw committed, such as a passthrough write; an older
-    /// one means a later setattr set the time).
+    /// the asset's; so is its mtime if the data changed after the last
+    /// committed change of the row (its ctime): writes the daemon never saw
+    /// committed, such as passthrough writes. A data mtime older than the
+    /// ctime means a later setattr (`cp -p`'s futimens) set the times: kept.
     func adoptInterruptedWrite(_ id: NodeID, size: Int64, modified: Nanoseconds) throws {
         try statement("""
-            UPDATE nodes SET size = ?2, mtime = max(mtime, ?3), ctime = max(ctime, ?3) WHERE id = ?1
+            UPDATE nodes SET size = ?2,
+                mtime = CASE WHEN ?3 > ctime THEN ?3 ELSE mtime END, ctime = max(ctime, ?3)
+            WHERE id = ?1
             """).bind(.int(id), .int(size), .int(modified)).run()
     }
 

@@ -74,6 +74,7 @@ extension FileSystem {
     /// and `..`; an entry's cookie is its row id + 2, stable while the
     /// directory changes around it.
     func readDirectory(_ req: fuse_req_t?, _ directory: NodeID, size: Int, offset: Int, plus: Bool) {
+        if offset == 0 { invalidator.listing(directory) }
         replying(req) { () throws(LibraryError) in
             var buffer = [CChar](repeating: 0, count: size)
             var used = 0

@@ -16,7 +16,7 @@ extension Operations {
                 var e = fs.entry(for: attributes)
                 fs.invalidator.beforeReply(changes)
                 let sent: Int32
-                if let backing = fs.backing(file) {
+                if let backing = fs.backing(file, fi) {
                     sent = albumfs_reply_create_backed(req, &e, fi, backing)
                 } else {
                     sent = fuse_reply_create(req, &e, fi)
@@ -39,7 +39,7 @@ extension Operations {
                 // spare every reader's close() a round trip.
                 if !writable { fi!.pointee.noflush = 1 }
                 let sent: Int32
-                if let backing = fs.backing(file) {
+                if let backing = fs.backing(file, fi) {
                     sent = albumfs_reply_open_backed(req, fi, backing)
                 } else {
                     sent = fuse_reply_open(req, fi)
@@ -97,6 +97,9 @@ extension Operations {
                 try fs.library.release(file)
                 fuse_reply_err(req, 0)
             }
+            if fs.invalidator.hasCachedListings, let directories = try? fs.library.directories(showing: file.id) {
+                fs.invalidator.closed(shownIn: directories)
+            }
         }
     }
 
@@ -117,9 +120,12 @@ extension Operations {
 extension FileSystem {
     /// The backing id to serve a new handle from (FUSE passthrough), having
     /// told the library that its writes bypass us; nil: served by the daemon.
-    func backing(_ file: OpenFile) -> Int32? {
+    /// A backed handle needs no FLUSH: its commit waits for the release
+    /// anyway (see OpenFiles.flushing), so close() is spared a round trip.
+    func backing(_ file: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>?) -> Int32? {
         guard let id = passthrough.acquire(file.id, descriptor: file.descriptor) else { return nil }
         library.writesBypassDaemon(file)
+        fi!.pointee.noflush = 1
         return id
     }
 

@@ -90,4 +90,17 @@ struct DirectWriteTests {
         #expect(a.modificationTime == 1_000)
         #expect(a.size == 10)
     }
+
+    @Test("after a crash, an mtime set after the last write (cp -p) is kept; the size comes from the data")
+    func crashKeepsExplicitTime() throws {
+        let store = try TestStore()
+        let id = try store.createFile(roll, "x")
+        let file = try store.library.open(id, writable: true, truncate: false)
+        store.library.writesBypassDaemon(file)
+        writeBehind(file, [UInt8](repeating: 6, count: 4321), at: 0)
+        _ = try store.library.setAttributes(id, AttributeChanges(modificationTime: .set(946_684_800_000_000_000)))
+        let recovered = try store.reopen().attributes(of: id)
+        #expect(recovered.modificationTime == 946_684_800_000_000_000)
+        #expect(recovered.size == 4321)
+    }
 }
