@@ -14,7 +14,8 @@ enum CommandLineInterface {
                albumfs --help | --version
 
         The store defaults to ${XDG_DATA_HOME:-$HOME/.local/share}/albumfs and is
-        created on first use. Options: ro, allow_other, and the generic mount
+        created on first use. Options: ro, allow_other, nopassthrough (file
+        data through the daemon, not FUSE passthrough), and the generic mount
         options (rw, nosuid, noatime, …); unknown options are refused.
         Exit status: 0 ok, 1 fsck found problems, 2 usage, 3 unusable store,
         4 mount point missing or mount failed.
