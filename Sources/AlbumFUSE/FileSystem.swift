@@ -7,8 +7,7 @@
 // descriptor is held for a node that is merely looked up.
 //
 // Caching. Entries, attributes and directory listings are cached by the
-// kernel for `timeouts` (long), and so are misses except in the roll (the
-// one directory that gains names through others). Whatever a
+// kernel for `timeouts` (long); misses are not cached. Whatever a
 // request changes in the directories it names the kernel updates itself;
 // what changes elsewhere (a create in an album adds a roll entry, a delete
 // from the roll removes album entries, an update moves album entries to

@@ -10,7 +10,7 @@ extension Operations {
             do throws(LibraryError) {
                 fs.replyEntry(req, try fs.library.lookup(parent, name(rawName)))
             } catch .notFound {
-                var negative = fs.negativeEntry(in: parent)
+                var negative = fs.negativeEntry()
                 fuse_reply_entry(req, &negative)
             } catch {
                 fs.replyError(req, error)

@@ -30,17 +30,15 @@ extension FileSystem {
         return e
     }
 
-    /// A negative entry ("no such name in `parent`"). The roll's are not
-    /// cached: names appear in the roll through other directories (a create
-    /// in an album adds a roll entry, a rename in an album can rename the
-    /// roll entry), and a cached "no such name" would hide them. Every other
-    /// directory gains names only through requests on itself, which the
-    /// kernel sees, so there a miss is cached like a hit: `cp` into an album
-    /// looks each name up twice (stat, then open with O_CREAT).
-    func negativeEntry(in parent: NodeID) -> fuse_entry_param {
-        var e = fuse_entry_param()
-        if parent != FixedNode.cameraRoll { e.entry_timeout = timeouts.entry }
-        return e
+    /// A negative entry, not cached: names appear in the roll through other
+    /// directories (a create in an album adds a roll entry, a rename in an
+    /// album can rename the roll entry), and a cached "no such name" would
+    /// hide them. (Albums gain names only through requests on themselves,
+    /// but caching their misses was measured to save nothing where it would
+    /// matter: `cp` creates with O_EXCL, which makes the kernel look the name
+    /// up again anyway.)
+    func negativeEntry() -> fuse_entry_param {
+        fuse_entry_param()
     }
 
     func replyEntry(_ req: fuse_req_t?, _ a: Attributes) {
