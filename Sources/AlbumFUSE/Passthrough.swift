@@ -44,7 +44,9 @@ final class Passthrough: Sendable {
     /// to serve it through the daemon. `descriptor` is the handle's content
     /// file. Each call is paired with one `release(_:)`.
     func acquire(_ asset: NodeID, descriptor: Int32) -> Int32? {
-        assets.withLock { assets in
+        // Without passthrough there is no mode to keep consistent per asset.
+        guard channel.hasPassthrough else { return nil }
+        return assets.withLock { assets in
             switch assets[asset] {
             case .kernel(let id, let handles):
                 assets[asset] = .kernel(id: id, handles: handles + 1)
@@ -73,6 +75,7 @@ final class Passthrough: Sendable {
     }
 
     /// A handle of `asset` is gone; the last one gives its backing id back.
+    /// (A handle acquired without passthrough has no entry: nothing to do.)
     func release(_ asset: NodeID) {
         assets.withLock { assets in
             switch assets[asset] {

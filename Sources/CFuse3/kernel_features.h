@@ -6,9 +6,8 @@
 // READ and WRITE through /dev/fuse. libfuse learned it in 3.16; Debian 12 has
 // 3.14 and the 6.1 uapi headers, so the few ABI pieces needed are spelled out
 // here from the kernel's include/uapi/linux/fuse.h, and the two replies that
-// carry a backing id are built here the way libfuse builds them (fill_open,
-// fill_entry), with the id added.
-#include <limits.h>
+// carry a backing id are built here: libfuse's fill_open with the id added,
+// and for create libfuse's own fill_entry in front of it.
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -95,17 +94,6 @@ static inline void albumfs_fill_open_out(struct fuse_open_out *out, const struct
     out->padding = (uint32_t) backing_id;  // backing_id in 7.40
 }
 
-static inline uint64_t albumfs_timeout_seconds(double t) {
-    if (t > (double) ULONG_MAX) return ULONG_MAX;
-    return t < 0.0 ? 0 : (uint64_t) t;
-}
-
-static inline uint32_t albumfs_timeout_nanoseconds(double t) {
-    double fraction = t - (double) albumfs_timeout_seconds(t);
-    if (fraction < 0.0) return 0;
-    return fraction >= 0.999999999 ? 999999999 : (uint32_t) (fraction * 1.0e9);
-}
-
 /// fuse_reply_open, with the handle served from backing file `backing_id`.
 static inline int albumfs_reply_open_backed(fuse_req_t req, const struct fuse_file_info *fi, int backing_id) {
     struct fuse_open_out out;
@@ -117,33 +105,15 @@ static inline int albumfs_reply_open_backed(fuse_req_t req, const struct fuse_fi
 /// fuse_reply_create, with the handle served from backing file `backing_id`.
 static inline int albumfs_reply_create_backed(fuse_req_t req, const struct fuse_entry_param *e,
                                               const struct fuse_file_info *fi, int backing_id) {
+    // libfuse's own fill_entry (timeouts, attributes) is reachable through
+    // fuse_add_direntry_plus: its record starts with the fuse_entry_out.
+    struct fuse_direntplus record;
+    fuse_add_direntry_plus(req, (char *) &record, sizeof(record), "", e, 0);
     struct {
         struct fuse_entry_out entry;
         struct fuse_open_out open;
     } __attribute__((packed)) out;
-    memset(&out, 0, sizeof(out));
-    out.entry.nodeid = e->ino;
-    out.entry.generation = e->generation;
-    out.entry.entry_valid = albumfs_timeout_seconds(e->entry_timeout);
-    out.entry.entry_valid_nsec = albumfs_timeout_nanoseconds(e->entry_timeout);
-    out.entry.attr_valid = albumfs_timeout_seconds(e->attr_timeout);
-    out.entry.attr_valid_nsec = albumfs_timeout_nanoseconds(e->attr_timeout);
-    const struct stat *st = &e->attr;
-    out.entry.attr.ino = st->st_ino;
-    out.entry.attr.mode = st->st_mode;
-    out.entry.attr.nlink = st->st_nlink;
-    out.entry.attr.uid = st->st_uid;
-    out.entry.attr.gid = st->st_gid;
-    out.entry.attr.rdev = st->st_rdev;
-    out.entry.attr.size = st->st_size;
-    out.entry.attr.blksize = st->st_blksize;
-    out.entry.attr.blocks = st->st_blocks;
-    out.entry.attr.atime = st->st_atim.tv_sec;
-    out.entry.attr.mtime = st->st_mtim.tv_sec;
-    out.entry.attr.ctime = st->st_ctim.tv_sec;
-    out.entry.attr.atimensec = st->st_atim.tv_nsec;
-    out.entry.attr.mtimensec = st->st_mtim.tv_nsec;
-    out.entry.attr.ctimensec = st->st_ctim.tv_nsec;
+    out.entry = record.entry_out;
     albumfs_fill_open_out(&out.open, fi, backing_id);
     struct iovec iov = { .iov_base = &out, .iov_len = sizeof(out) };
     return fuse_reply_iov(req, &iov, 1);

@@ -9,7 +9,13 @@ import SQLiteKit
 /// to the handle's content descriptor with pwrite, as the kernel would.
 @Suite("Direct writes: size and mtime from the content file")
 struct DirectWriteTests {
-    let roll = TestStore.roll
+    /// A new asset in `parent`, open for writing with its writes bypassing the daemon.
+    private func openDirect(_ store: TestStore, in parent: NodeID = TestStore.roll) throws -> (NodeID, OpenFile) {
+        let id = try store.createFile(parent, "x")
+        let file = try store.library.open(id, writable: true, truncate: false)
+        store.library.writesBypassDaemon(file)
+        return (id, file)
+    }
 
     private func writeBehind(_ file: OpenFile, _ data: [UInt8], at offset: Int) {
         let written = data.withUnsafeBytes { pwrite(file.descriptor, $0.baseAddress!, data.count, off_t(offset)) }
@@ -29,9 +35,7 @@ struct DirectWriteTests {
     func liveState() throws {
         let store = try TestStore()
         let album = try store.makeAlbum("A")
-        let id = try store.createFile(album, "x")
-        let file = try store.library.open(id, writable: true, truncate: false)
-        store.library.writesBypassDaemon(file)
+        let (id, file) = try openDirect(store, in: album)
         let before = try store.library.attributes(of: id).modificationTime
         usleep(20_000)
         writeBehind(file, [UInt8](repeating: 1, count: 5000), at: 0)
@@ -45,9 +49,7 @@ struct DirectWriteTests {
     @Test("a flush keeps the mark (the handle may write on); release commits and clears it")
     func markUntilRelease() throws {
         let store = try TestStore()
-        let id = try store.createFile(roll, "x")
-        let file = try store.library.open(id, writable: true, truncate: false)
-        store.library.writesBypassDaemon(file)
+        let (id, file) = try openDirect(store)
         writeBehind(file, [UInt8](repeating: 2, count: 300), at: 0)
         try store.library.flush(file)
         #expect(try markedIDs(store) == [id])
@@ -61,9 +63,7 @@ struct DirectWriteTests {
     @Test("after a crash before release, recovery takes size and mtime from the data")
     func recovery() throws {
         let store = try TestStore()
-        let id = try store.createFile(roll, "x")
-        let file = try store.library.open(id, writable: true, truncate: false)
-        store.library.writesBypassDaemon(file)
+        let (id, file) = try openDirect(store)
         let created = try store.library.attributes(of: id).modificationTime
         usleep(20_000)
         writeBehind(file, [UInt8](repeating: 4, count: 7777), at: 0)
@@ -78,9 +78,7 @@ struct DirectWriteTests {
     @Test("an explicit mtime set after the last write is what stays")
     func explicitTimeWins() throws {
         let store = try TestStore()
-        let id = try store.createFile(roll, "x")
-        let file = try store.library.open(id, writable: true, truncate: false)
-        store.library.writesBypassDaemon(file)
+        let (id, file) = try openDirect(store)
         writeBehind(file, [UInt8](repeating: 5, count: 10), at: 0)
         _ = try store.library.setAttributes(id, AttributeChanges(modificationTime: .set(1_000)))
         #expect(try store.library.attributes(of: id).modificationTime == 1_000)
@@ -94,9 +92,7 @@ struct DirectWriteTests {
     @Test("after a crash, an mtime set after the last write (cp -p) is kept; the size comes from the data")
     func crashKeepsExplicitTime() throws {
         let store = try TestStore()
-        let id = try store.createFile(roll, "x")
-        let file = try store.library.open(id, writable: true, truncate: false)
-        store.library.writesBypassDaemon(file)
+        let (id, file) = try openDirect(store)
         writeBehind(file, [UInt8](repeating: 6, count: 4321), at: 0)
         _ = try store.library.setAttributes(id, AttributeChanges(modificationTime: .set(946_684_800_000_000_000)))
         let recovered = try store.reopen().attributes(of: id)
