@@ -78,10 +78,10 @@ public struct ContentStore: Sendable {
     }
 
     /// The size and mtime of an asset's data, nil if it has none.
-    public func stamp(of id: NodeID) -> (size: Int64, modified: Nanoseconds)? {
+    public func stamp(of id: NodeID) -> ContentStamp? {
         var info = stat()
         guard lstat(path(of: id), &info) == 0 else { return nil }
-        return (Int64(info.st_size), Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+        return ContentStamp(info)
     }
 
     /// Calls `body` with the id and size of every content file; names that are
@@ -128,4 +128,27 @@ public struct ContentStore: Sendable {
 func hex(_ value: UInt64, width: Int) -> String {
     let digits = String(value, radix: 16)
     return String(repeating: "0", count: max(0, width - digits.count)) + digits
+}
+
+/// What a content file says about its data: its size and mtime.
+public struct ContentStamp: Equatable, Sendable {
+    public let size: Int64
+    public let modified: Nanoseconds
+
+    init(size: Int64, modified: Nanoseconds) {
+        self.size = size
+        self.modified = modified
+    }
+
+    init(_ info: stat) {
+        self.init(size: Int64(info.st_size),
+                  modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+    }
+
+    /// The stamp of an open content file.
+    init?(descriptor: Int32) {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return nil }
+        self.init(info)
+    }
 }

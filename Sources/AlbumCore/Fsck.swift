@@ -139,8 +139,11 @@ public struct StoreChecker {
             for path in deletedData { unlink(path) }
             try db.transaction {
                 for id in pendingPurges { try db.purgeDone(id) }
-                for (id, size) in sizeFromData {
-                    try db.statement("UPDATE nodes SET size = ?2 WHERE id = ?1").bind(.int(id), .int(size)).run()
+                for (id, _) in sizeFromData {
+                    // As recovery at mount does: size, and mtime if the data is newer.
+                    if let stamp = content.stamp(of: id) {
+                        try db.adoptInterruptedWrite(id, size: stamp.size, modified: stamp.modified)
+                    }
                 }
                 for id in unfinishedWrites { try db.endWrite(id) }
                 for (parent, child) in danglingEntries {

@@ -27,15 +27,8 @@ extension Library {
             return OpenFile(id: id, descriptor: descriptor, isWritable: false)
         }
         do {
-            let openFiles = self.openFiles
-            // Marked before any byte can change (O_TRUNC included), under the
-            // database lock, so a concurrent last release cannot clear the mark
-            // between our check and our registration.
-            try write { db in
-                if !openFiles.isMarked(id) { try db.beginWrite(id) }
-                openFiles.opened(attributes, writable: true)
-                openFiles.setMarked(id, true)
-            }
+            // Marked before any byte can change (O_TRUNC included).
+            try markBeingWritten(id) { $0.opened(attributes, writable: true) }
         } catch {
             close(descriptor)
             throw error
@@ -68,6 +61,23 @@ extension Library {
         if file.isWritable { openFiles.addDirectWriter(file.id, descriptor: file.descriptor) }
     }
 
+    /// Marks `id` as being written (an `unfinished_writes` row) unless it is,
+    /// then runs `registering` on OpenFiles: both under the database lock, so
+    /// a concurrent last release cannot clear the mark between the check and
+    /// the registration. A transaction only when the row is missing, and
+    /// OpenFiles is touched only after it committed.
+    private func markBeingWritten(_ id: NodeID, registering: (OpenFiles) -> Void = { _ in }) throws(LibraryError) {
+        if isReadOnly { throw .readOnly }
+        let openFiles = self.openFiles
+        try database.withLock { db throws(LibraryError) in
+            if !openFiles.isMarked(id) {
+                try mappingErrors { try db.transaction { try db.beginWrite(id) } }
+            }
+            registering(openFiles)
+            openFiles.setMarked(id, true)
+        }
+    }
+
     /// Reads up to `count` bytes at `offset` into `buffer`; returns how many.
     public func read(_ file: OpenFile, into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws(LibraryError) -> Int {
         try syscall { pread(file.descriptor, buffer, count, off_t(offset)) }
@@ -98,11 +108,7 @@ extension Library {
         if isReadOnly || !file.isWritable { throw isReadOnly ? .readOnly : .io(EBADF) }
         if !openFiles.isMarked(file.id) {
             // A flush cleared the mark but a handle wrote on (a dup'ed descriptor).
-            let openFiles = self.openFiles
-            try write { db in
-                if !openFiles.isMarked(file.id) { try db.beginWrite(file.id) }
-                openFiles.setMarked(file.id, true)
-            }
+            try markBeingWritten(file.id)
         }
         let written = transfer(file.descriptor)
         if written < 0 { throw LibraryError(errno: Int32(-written)) }

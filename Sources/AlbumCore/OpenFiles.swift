@@ -32,12 +32,11 @@ final class OpenFiles: Sendable {
         var directWriters: [Int32] = []
         /// The content file as `attributes` last took it in.
         var contentSeen = ContentStamp(size: -1, modified: 0)
+
+        /// What a commit must write of the live state: nothing if unchanged.
+        var snapshot: Snapshot? { dirty ? Snapshot(attributes: attributes, generation: generation) : nil }
     }
 
-    struct ContentStamp: Equatable {
-        let size: Int64
-        let modified: Nanoseconds
-    }
 
     private let files = Mutex<[NodeID: LiveFile]>([:])
 
@@ -54,7 +53,7 @@ final class OpenFiles: Sendable {
     func addDirectWriter(_ id: NodeID, descriptor: Int32) {
         files.withLock { files in
             guard var file = files[id] else { return }
-            if file.directWriters.isEmpty, let stamp = Self.stamp(of: descriptor) {
+            if file.directWriters.isEmpty, let stamp = ContentStamp(descriptor: descriptor) {
                 // Whatever the data holds now is already in `attributes`.
                 file.contentSeen = stamp
             }
@@ -63,17 +62,10 @@ final class OpenFiles: Sendable {
         }
     }
 
-    private static func stamp(of descriptor: Int32) -> ContentStamp? {
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { return nil }
-        return ContentStamp(size: Int64(status.st_size),
-                            modified: Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec))
-    }
-
     /// Takes in what direct writes changed since last seen: the size and
     /// mtime of the content file become the asset's.
     private static func refresh(_ file: inout LiveFile) {
-        guard let descriptor = file.directWriters.first, let stamp = stamp(of: descriptor),
+        guard let descriptor = file.directWriters.first, let stamp = ContentStamp(descriptor: descriptor),
               stamp != file.contentSeen else { return }
         file.contentSeen = stamp
         file.attributes.size = stamp.size
@@ -99,9 +91,8 @@ final class OpenFiles: Sendable {
         var isEmpty: Bool { snapshot == nil && !unmark }
     }
 
-    /// The commit of a flush. The mark goes when `handleCount` handles are
-    /// all that is open (a flush: the one handle being flushed), since no
-    /// other handle can write after it. Taken under the database lock; on a
+    /// The commit of a flush. The mark goes when the flushed handle is the
+    /// only one open, since no other handle can write after it. Taken under the database lock; on a
     /// failed commit the caller calls `setMarked(id, true)` again.
     func flushing(_ id: NodeID, writable: Bool) -> Commit {
         files.withLock { files in
@@ -112,7 +103,7 @@ final class OpenFiles: Sendable {
             // its mark stays until release, which commits the state with it
             // (after a crash before that, recovery takes both from the data).
             guard file.directWriters.isEmpty else { return Commit(snapshot: nil, unmark: false) }
-            let snapshot = file.dirty ? Snapshot(attributes: file.attributes, generation: file.generation) : nil
+            let snapshot = file.snapshot
             let unmark = file.marked && writable && file.openCount == 1
             if unmark { file.marked = false }
             files[id] = file
@@ -126,8 +117,7 @@ final class OpenFiles: Sendable {
             guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
             Self.refresh(&file)
             files[id] = file
-            return Commit(snapshot: file.dirty ? Snapshot(attributes: file.attributes, generation: file.generation) : nil,
-                          unmark: false)
+            return Commit(snapshot: file.snapshot, unmark: false)
         }
     }
 
@@ -140,7 +130,7 @@ final class OpenFiles: Sendable {
             guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
             Self.refresh(&file)
             file.directWriters.removeAll { $0 == descriptor }
-            let snapshot = file.dirty ? Snapshot(attributes: file.attributes, generation: file.generation) : nil
+            let snapshot = file.snapshot
             file.openCount -= 1
             if writable { file.writerCount -= 1 }
             let unmark = file.marked && file.writerCount == 0
@@ -172,7 +162,9 @@ final class OpenFiles: Sendable {
 
     /// `stored` with the live size and times of an open file laid over it.
     func overlay(_ stored: Attributes) -> Attributes {
-        overlay([stored])[0]
+        // Directories are never open for writing: no lock, no array.
+        guard stored.kind == .asset else { return stored }
+        return overlay([stored])[0]
     }
 
     /// A directory listing's attributes, overlaid under one lock (a listing

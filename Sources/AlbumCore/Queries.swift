@@ -151,6 +151,12 @@ extension Database {
             .bind(.int(id), .int(size), .int(modified), .int(changed)).run()
     }
 
+    /// Whether the node table has no row at all (a store cut short before its
+    /// fixed directories). O(1), unlike count(*), which reads every page.
+    func hasNoNodes() throws -> Bool {
+        try statement("SELECT NOT EXISTS (SELECT 1 FROM nodes)").first { $0.int(0) != 0 } ?? true
+    }
+
     /// After a crash: an interrupted write's data is the truth. Its size is
     /// the asset's; so is its mtime if the data changed after the last
     /// committed change of the row (its ctime): writes the daemon never saw

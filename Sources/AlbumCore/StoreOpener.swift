@@ -102,7 +102,7 @@ struct StoreOpener {
         }
         // A new store, or one whose creation was cut short between its schema
         // and its fixed directories: an empty node table gets them now.
-        if try db.scalarInt("SELECT count(*) FROM nodes") == 0 && !readOnly {
+        if try db.hasNoNodes() && !readOnly {
             try db.transaction {
                 try Schema.createFixedNodes(db, owner: owner, now: currentTime())
             }

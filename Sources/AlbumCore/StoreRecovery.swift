@@ -15,8 +15,9 @@ struct StoreRecovery {
             for id in purges { try db.purgeDone(id) }
         }
         // Writes that were under way: the data may be ahead of the row.
-        for id in try db.unfinishedWrites() {
-            try db.transaction {
+        let unfinished = try db.unfinishedWrites()
+        try db.transaction {
+            for id in unfinished {
                 if let stamp = content.stamp(of: id) {
                     try db.adoptInterruptedWrite(id, size: stamp.size, modified: stamp.modified)
                 }
