@@ -10,6 +10,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -443,6 +444,29 @@ def vm_hwm_kib(pid: int) -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+def stop_background_mount(mp, store, timeout: float = 10.0) -> list[int]:
+    """Unmount a mount made outside the fixtures (fusermount3 -u, then -uz), wait up to
+    `timeout` for every process naming `store` to end, kill -9 the ones still there, and return
+    their pids (a test asserts the list is empty: the daemon must go by itself)."""
+    for flag in ("-u", "-uz"):
+        if is_mounted(mp):
+            run(["fusermount3", flag, mp], check=False, timeout=30)
+    deadline = time.monotonic() + timeout
+    while pids_mentioning(os.fspath(store)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = pids_mentioning(os.fspath(store))
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def proc_io(pid: int) -> dict[str, int]:
+    """/proc/PID/io: bytes (rchar, wchar) and calls (syscr, syscw) of a process's read/write syscalls."""
+    with open(f"/proc/{pid}/io") as f:
+        return {key: int(value) for key, value in (line.split(": ") for line in f.read().splitlines())}
 
 
 def pids_mentioning(text: str) -> list[int]:

@@ -34,10 +34,6 @@ def pub():
         yield d
 
 
-def private(path) -> bool:
-    return stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
-
-
 @pytest.mark.parametrize("how", ["store-path-missing", "empty-dir-exists"])
 def test_new_store_is_private(pub, mount_factory, how):
     """Store: after the first mount the store directory is 0700 (whether albumfs made the directory

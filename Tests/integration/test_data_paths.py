@@ -17,22 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from albumfs_testlib import ALBUMFS, run
+from albumfs_testlib import assert_fsck_clean, proc_io, run
 
 MODES = {"passthrough": [], "daemon": ["nopassthrough"]}
-
-
-@pytest.fixture(params=list(MODES))
-def data_mount(request, mount_factory):
-    m = mount_factory("m", options=MODES[request.param])
-    m.mode_options = MODES[request.param]   # for its remounts
-    return m
-
-
-def daemon_io_bytes(pid: int) -> int:
-    """Bytes the daemon moved with read/write syscalls (its /dev/fuse traffic included)."""
-    fields = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
-    return int(fields["rchar"]) + int(fields["wchar"])
 
 
 def kernel_has_passthrough() -> bool:
@@ -49,8 +36,25 @@ def kernel_has_passthrough() -> bool:
         return True   # no config to read: a 6.9+ kernel, assume the default (y)
 
 
-@pytest.mark.skipif(not kernel_has_passthrough(), reason="no FUSE passthrough here (Linux < 6.9, "
-                    "CONFIG_FUSE_PASSTHROUGH off, or not root): every mount serves data through the daemon")
+def daemon_io_bytes(m) -> int:
+    """Bytes the daemon moved with read/write syscalls (its /dev/fuse traffic included)."""
+    io = proc_io(m.proc.pid)
+    return io["rchar"] + io["wchar"]
+
+
+NO_PASSTHROUGH = pytest.mark.skipif(
+    not kernel_has_passthrough(), reason="no FUSE passthrough here (Linux < 6.9, CONFIG_FUSE_PASSTHROUGH "
+    "off, or not root): every mount serves data through the daemon")
+
+
+@pytest.fixture(params=[pytest.param("passthrough", marks=NO_PASSTHROUGH), "daemon"])
+def data_mount(request, mount_factory):
+    m = mount_factory("m", options=MODES[request.param])
+    m.mode_options = MODES[request.param]   # for its remounts
+    return m
+
+
+@NO_PASSTHROUGH
 def test_passthrough_keeps_file_data_away_from_the_daemon(mount_factory):
     """With passthrough on, 16 MiB written and read back cost the daemon almost no I/O of its
     own; with nopassthrough every byte crosses it twice each way."""
@@ -58,13 +62,13 @@ def test_passthrough_keeps_file_data_away_from_the_daemon(mount_factory):
     moved = {}
     for mode, options in MODES.items():
         m = mount_factory(mode, options=options)
-        before = daemon_io_bytes(m.proc.pid)
+        before = daemon_io_bytes(m)
         (m.roll / "clip.mov").write_bytes(payload)
-        os.system("sync")
+        run(["sync"], timeout=120)
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3")
         assert (m.roll / "clip.mov").read_bytes() == payload
-        moved[mode] = daemon_io_bytes(m.proc.pid) - before
+        moved[mode] = daemon_io_bytes(m) - before
     assert moved["daemon"] > 2 * len(payload), moved
     assert moved["passthrough"] < len(payload) // 16, moved
 
@@ -122,7 +126,7 @@ def test_writes_after_a_forked_child_closed_its_copy_survive_kill(data_mount):
     assert os.stat(path).st_size == 1_000_000
     assert os.stat(path).st_mtime_ns > flushed, "the last write's mtime was lost"
     assert path.read_bytes() == b"1" * 100_000 + b"2" * 900_000
-    assert_fsck_clean(m)
+    fsck_between_mounts(m)
 
 
 def test_mmap_writes_reach_the_asset(data_mount):
@@ -177,10 +181,10 @@ def test_the_same_operations_give_the_same_bytes_as_a_plain_file(data_mount, tmp
     fd = os.open(m.roll / "same.bin", os.O_WRONLY | os.O_TRUNC)
     os.close(fd)
     assert os.stat(m.roll / "same.bin").st_size == 0
-    assert_fsck_clean(m)
+    fsck_between_mounts(m)
 
 
-def assert_fsck_clean(m):
+def fsck_between_mounts(m):
     m.unmount()
-    run([str(ALBUMFS), "fsck", "--store", str(m.store)])
+    assert_fsck_clean(m.store, "between mounts")
     m.start(m.mode_options)

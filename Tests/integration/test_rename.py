@@ -315,9 +315,13 @@ def test_rename_over_in_album_is_update(mount):
     assert names(a) == ["x.jpg"]
     assert names(mount.roll) == ["x.jpg"], "the roll shows one version, under the replaced asset's name"
     assert names(b) == ["bx.jpg"]
+    def handed_over(path):
+        st = os.stat(path)
+        assert st.st_ino == new, f"{path} still names the replaced asset"
+        return st
+
     for p in (a / "x.jpg", mount.roll / "x.jpg", b / "bx.jpg"):
-        st = settled(lambda: os.stat(p))
-        assert st.st_ino == new
+        st = settled(lambda: handed_over(p))
         assert st.st_nlink == 3
         assert read(p) == b"new version!"
         # Only entries change hands: the moving asset keeps its own mode, times and xattrs.

@@ -4,7 +4,7 @@ import os
 import stat
 
 from albumfs_testlib import (
-    all_entries, ino, names, nlink, payload, read, rsync_files_transferred, run, user_xattrs, write,
+    all_entries, ino, names, nlink, payload, proc_io, read, rsync_files_transferred, run, user_xattrs, write,
 )
 
 AS_ROOT = os.geteuid() == 0
@@ -213,23 +213,17 @@ def test_rsync_rounds_keep_mtimes(mount, tmp_path):
     assert names(mount.roll) == ROLL
 
 
-def daemon_requests_read(pid: int) -> int:
-    """read(2) calls the daemon has made: one per FUSE request (its database pages are cached)."""
-    fields = dict(line.split(": ") for line in open(f"/proc/{pid}/io").read().splitlines())
-    return int(fields["syscr"])
-
-
 def test_no_change_rsync_after_a_backup_costs_few_requests(mount, tmp_path):
     """The first backup reads every photo, and the kernel then takes each one's attributes
     as stale (atime). The second, no-change run must refresh them in batches through its
     directory listing, not with one request per file."""
     album, out = mount.albums / "Trip", tmp_path / "out"
     album.mkdir()
-    count = 400
+    count = 400   # requests are counted as the daemon's read(2) calls: one each
     for i in range(count):
         (album / f"IMG_{i:04d}.JPG").write_bytes(b"p" * 3000)
     run(["rsync", "-a", f"{album}/", f"{out}/"])                 # lists, then reads every file
-    before = daemon_requests_read(mount.proc.pid)
+    before = proc_io(mount.proc.pid)["syscr"]
     run(["rsync", "-a", f"{album}/", f"{out}/"])                 # lstat of every file, nothing to copy
-    requests = daemon_requests_read(mount.proc.pid) - before
+    requests = proc_io(mount.proc.pid)["syscr"] - before
     assert requests < count // 4, f"{requests} requests for a no-change rsync of {count} files"

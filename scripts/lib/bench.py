@@ -95,43 +95,40 @@ class Runner:
         return seconds, out
 
     def kill(self, process):
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            # Stuck in the kernel on a FUSE request: break the mount, then wait again.
-            self.on_stuck()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                log(f"process {process.pid} does not die; leaving it")
+        kill_group(process, 15, on_stuck=self.on_stuck)
 
     def kill_current(self):
         if self.current is not None and self.current.poll() is None:
             self.kill(self.current)
 
 
-def run_bounded(argv, timeout, input_text=None):
+def kill_group(process, wait, on_stuck=None):
+    """SIGKILLs a process group and waits for it, at most `wait` seconds. A process
+    stuck in the kernel on a FUSE request gets `on_stuck` (which breaks the mount)
+    and one more wait; one that even then does not die is abandoned, never waited
+    for without a bound."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    for attempt in range(2 if on_stuck else 1):
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            if on_stuck and attempt == 0:
+                on_stuck()
+    log(f"process {process.pid} does not die; leaving it")
+
+
+def run_bounded(argv, timeout):
     """Runs argv; returns (exit status, stdout, stderr), status None when it did
-    not end in time. Never waits without a bound: a process stuck on a dead
-    FUSE mount is killed, and abandoned if even that does not end it."""
+    not end in time (then it is killed, see kill_group)."""
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     try:
         out, err = process.communicate(timeout=timeout)
         return process.returncode, out, err
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            log(f"abandoning {argv[0]} ({process.pid}), stuck")
+        kill_group(process, 5)
         return None, "", ""
 
 
@@ -223,7 +220,7 @@ class Mount:
         return seconds
 
     def find_daemon(self):
-        status, out, _ = run_bounded(["pgrep", "-f", f"mount --store {re.escape(self.store)} "], 10)
+        _, out, _ = run_bounded(["pgrep", "-f", f"mount --store {re.escape(self.store)} "], 10)
         pids = [int(p) for p in out.split()]
         pids = [p for p in pids if p != os.getpid() and self._is_daemon(p)]
         return pids[0] if pids else None
@@ -428,9 +425,8 @@ class Bench:
             chunk = 16 * MiB
             for offset in range(0, self.big_size, chunk):
                 f.write(os.urandom(min(chunk, self.big_size - offset)))
-        for side in (self.plain,):
-            os.makedirs(os.path.join(side, "Camera Roll"))
-            os.makedirs(os.path.join(side, "Albums"))
+        os.makedirs(os.path.join(self.plain, "Camera Roll"))
+        os.makedirs(os.path.join(self.plain, "Albums"))
 
     def build_album(self):
         with self.watchdog.phase("building the album through the mount", self.album_size / 100 + 2 * self.timeout):
@@ -747,7 +743,7 @@ class Bench:
             peak_all = self.mount.status("VmHWM")
             self.mount.unmount()
             self.rss_line = (f"daemon peak RSS (VmHWM) over W1–W4: {peak / 1024:.1f} MiB (bar ≤ 100 MiB)"
-                             + ("" if reset else f" — includes the set-up: VmHWM could not be reset")
+                             + ("" if reset else " — includes the set-up: VmHWM could not be reset")
                              + f"; VmRSS after W4 {rss / 1024:.1f} MiB; VmHWM after the set-up "
                              f"{after_setup / 1024:.1f} MiB, after W5 {peak_all / 1024:.1f} MiB")
             _, fsck = self.sh(f"{q(self.binary)} fsck --store {q(self.store)}", capture=True, check=False)
