@@ -9,9 +9,10 @@
 extension Library {
     public func setAttributes(_ id: NodeID, _ changes: AttributeChanges) throws(LibraryError) -> Attributes {
         let openFiles = self.openFiles
-        let marksHere = changes.size != nil && !openFiles.isMarked(id)
         // Shrinking a file frees space: it may use the reserve.
-        let result = try write(freesSpace: changes.size != nil) { db -> Attributes in
+        let (result, marksHere) = try write(freesSpace: changes.size != nil) { db -> (Attributes, Bool) in
+            // Decided under the database lock, where a last release clears marks.
+            let marksHere = changes.size != nil && !openFiles.isMarked(id)
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
             // Start from the live state: unflushed writes must not be lost.
             var a = openFiles.overlay(stored)
@@ -38,7 +39,7 @@ extension Library {
             }
             a.changeTime = now
             try db.writeAttributes(a)
-            return a
+            return (a, marksHere)
         }
         openFiles.replace(with: result)
         if let size = changes.size {
