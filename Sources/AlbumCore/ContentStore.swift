@@ -43,9 +43,14 @@ public struct ContentStore: Sendable {
     /// Creates an empty content file for a new asset. A file already there is
     /// the leftover of a create whose transaction never committed (its id was
     /// handed out again), so it is emptied, not refused.
-    func create(_ id: NodeID) throws(LibraryError) {
+    func create(_ id: NodeID, contents: [UInt8] = []) throws(LibraryError) {
         let fd = try syscall { Glibc.open(path(of: id), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
-        close(fd)
+        defer { close(fd) }
+        var written = 0
+        while written < contents.count {
+            let n = try syscall { contents.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, contents.count - written, off_t(written)) } }
+            written += n
+        }
     }
 
     /// Makes the creation of an asset's content file durable.

@@ -14,14 +14,15 @@ extension Library {
             // Decided under the database lock, where a last release clears marks.
             let marksHere = changes.size != nil && !openFiles.isMarked(id)
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
+            if try db.isDeleted(id) { throw LibraryError.notPermitted }
             // Start from the live state: unflushed writes must not be lost.
             var a = openFiles.overlay(stored)
-            let now = currentTime()
+            let now = options.now()
             if let mode = changes.mode { a.mode = mode & 0o7777 }
             if let uid = changes.uid { a.uid = uid }
             if let gid = changes.gid { a.gid = gid }
             if let size = changes.size {
-                guard a.kind == .asset else { throw LibraryError.isDirectory }
+                guard a.kind.hasData else { throw LibraryError.isDirectory }
                 guard size >= 0 else { throw LibraryError.invalidArgument }
                 if marksHere { try db.beginWrite(id) }
                 a.size = size

@@ -20,7 +20,7 @@ extension Library {
     public func open(_ id: NodeID, writable: Bool, truncate: Bool) throws(LibraryError) -> OpenFile {
         if writable && isReadOnly { throw .readOnly }
         let attributes = try attributes(of: id)
-        guard attributes.kind == .asset else { throw .isDirectory }
+        guard attributes.kind.hasData else { throw .isDirectory }
         let descriptor = try content.open(id, writable: writable)
         guard writable else {
             openFiles.opened(attributes, writable: false)
@@ -70,6 +70,8 @@ extension Library {
         if isReadOnly { throw .readOnly }
         let openFiles = self.openFiles
         try database.withLock { db throws(LibraryError) in
+            // Deleted assets stay readable and are otherwise read-only.
+            if try mappingErrors({ try db.isDeleted(id) }) { throw LibraryError.notPermitted }
             if !openFiles.isMarked(id) {
                 try mappingErrors { try db.transaction { try db.beginWrite(id) } }
             }

@@ -4,6 +4,8 @@ extension Library {
     static let userPrefix: Name = Array("user.".utf8)
     static let reservedPrefix: Name = Array("user.albumfs.".utf8)
     static let idAttribute: Name = Array("user.albumfs.id".utf8)
+    static let deletedAttribute: Name = Array("user.albumfs.deleted".utf8)
+    static let purgeAttribute: Name = Array("user.albumfs.purge".utf8)
     /// The VFS's own limit (XATTR_SIZE_MAX).
     public static let maxAttributeValue = 65536
 
@@ -13,6 +15,11 @@ extension Library {
         if name.starts(with: Self.reservedPrefix) {
             _ = try attributes(of: id)
             if name == Self.idAttribute { return Array(String(id).utf8) }
+            if name == Self.deletedAttribute || name == Self.purgeAttribute {
+                guard let deletedAt = try read({ db in try db.deletedAsset(id)?.deletedAt }) else { throw .noAttribute }
+                let time = name == Self.deletedAttribute ? deletedAt : deletedAt + (options.retention ?? 0)
+                return Array(ISO8601.utc(time).utf8)
+            }
             throw .noAttribute
         }
         guard name.starts(with: Self.userPrefix) else { throw .attributeNotSupported }
@@ -39,11 +46,12 @@ extension Library {
         if value.count > Self.maxAttributeValue { throw .valueTooLarge }
         try write { db in
             guard try db.kind(of: id) != nil else { throw LibraryError.notFound }
+            if try db.isDeleted(id) { throw LibraryError.notPermitted }
             let exists = try db.xattr(id, name) != nil
             if mode == .createOnly && exists { throw LibraryError.exists }
             if mode == .replaceOnly && !exists { throw LibraryError.noAttribute }
             try db.setXattr(id, name, value)
-            try db.touchChangeTime(id, now: currentTime())
+            try db.touchChangeTime(id, now: options.now())
         }
     }
 
@@ -51,9 +59,10 @@ extension Library {
         try checkWritableName(name)
         try write { db in
             guard try db.kind(of: id) != nil else { throw LibraryError.notFound }
+            if try db.isDeleted(id) { throw LibraryError.notPermitted }
             guard try db.xattr(id, name) != nil else { throw LibraryError.noAttribute }
             try db.removeXattr(id, name)
-            try db.touchChangeTime(id, now: currentTime())
+            try db.touchChangeTime(id, now: options.now())
         }
     }
 

@@ -1,6 +1,6 @@
 import SQLiteKit
 
-/// rename(2), as SEMANTICS.md's table says. One transaction per call; every
+/// rename(2), as SEMANTICS.md's tables say. One transaction per call; every
 /// refusal is checked before anything changes (and a throw rolls back anyway).
 extension Library {
     public struct RenameFlags: OptionSet, Sendable {
@@ -13,75 +13,69 @@ extension Library {
     }
 
     public func rename(_ oldParent: NodeID, _ oldName: Name, to newParent: NodeID, _ newName: Name,
-                       flags: RenameFlags = []) throws(LibraryError) -> ChangeSet {
+                       flags: RenameFlags = [], by caller: Caller = Caller(uid: 0, gid: 0)) throws(LibraryError) -> ChangeSet {
         if flags.contains(.exchange) { throw .invalidArgument }
         try Names.validate(newName)
-        let (changes, purged) = try write(freesSpace: true) { db -> (ChangeSet, [NodeID]) in
-            var move = RenameTransaction(db: db, now: currentTime())
-            try move.run(oldParent, oldName, to: newParent, newName, noReplace: flags.contains(.noReplace))
-            return (move.changes, move.purged)
-        }
-        freeData(of: purged)
-        return changes
+        return try mutate(by: caller) { m in
+            try m.rename(oldParent, oldName, to: newParent, newName, noReplace: flags.contains(.noReplace))
+        }.1
     }
 }
 
-/// One rename's work inside its transaction.
-struct RenameTransaction {
-    let db: Database
-    let now: Nanoseconds
-    var changes = ChangeSet()
-    /// Assets deleted whose data the caller frees after the commit.
-    var purged: [NodeID] = []
-    private let roll = FixedNode.cameraRoll
-
-    init(db: Database, now: Nanoseconds) {
-        self.db = db
-        self.now = now
-    }
-
-    mutating func run(_ oldParent: NodeID, _ oldName: Name, to newParent: NodeID, _ newName: Name, noReplace: Bool) throws {
+/// One rename's work inside its transaction: routed by what the moving entry
+/// is and by the policies of the two directories.
+extension Mutation {
+    mutating func rename(_ oldParent: NodeID, _ oldName: Name, to newParent: NodeID, _ newName: Name, noReplace: Bool) throws {
         guard let source = try db.child(of: oldParent, named: oldName),
               let sourceKind = try db.kind(of: source) else { throw LibraryError.notFound }
-        guard let newParentKind = try db.kind(of: newParent) else { throw LibraryError.notFound }
+        guard let oldPolicy = try policy(of: oldParent), let newPolicy = try policy(of: newParent) else { throw LibraryError.notFound }
+        let oldParentKind = try kind(of: oldParent)
         let target = try db.child(of: newParent, named: newName)
         // Two names of one file: rename(2) does nothing.
         if target == source { return }
         if target != nil && noReplace { throw LibraryError.exists }
         if sourceKind.isFixed { throw LibraryError.notPermitted }
 
-        if sourceKind == .album {
-            try moveAlbum(source, from: oldParent, oldName, to: newParent, newParentKind, newName, replacing: target)
-            return
+        switch (oldPolicy.removal, newPolicy.arrival) {
+        case (_, .expunge) where oldPolicy.removal == .expunge:
+            // GIO's "delete from trash": into expunged/, gone at once.
+            try expunge(oldParent, oldName)
+        case (.expunge, _):
+            try restoreFromTrash(oldParent, oldName, source, to: newParent, newPolicy, newName)
+        case (.purge, .rollEntry):
+            try restore(source, rollName: newName)
+        case (.purge, .albumEntry):
+            try replaceAlbumTarget(newParent, newName)
+            try restore(source, rollName: nil, album: (newParent, newName))
+        case (_, .trashItem):
+            try putInTrash(source, sourceKind, from: oldParent, oldParentKind, oldName, to: newParent, newName)
+        case (_, .withinOnly) where oldParent == newParent && sourceKind == .sideFile:
+            if let target { try removeSideFile(newParent, newName, target) }
+            try db.moveEntry(oldParent, oldName, to: newParent, newName)
+            try touched(newParent)
+        case (.dropReference, _) where sourceKind == .album, (.refused, _) where sourceKind == .album:
+            try moveAlbum(source, from: oldParent, oldName, to: newParent, newPolicy, newName, replacing: target)
+        case (.deleteAsset, .rollEntry), (.deleteAsset, .albumEntry), (.dropReference, .rollEntry), (.dropReference, .albumEntry):
+            guard sourceKind == .asset else { throw LibraryError.notPermitted }
+            try moveAsset(source, from: oldParent, oldName, to: newParent, newPolicy, newName, replacing: target)
+        default:
+            throw LibraryError.notPermitted
         }
-        let oldParentKind = try db.kind(of: oldParent)
-        guard oldParentKind == .cameraRoll || oldParentKind == .album,
-              newParentKind == .cameraRoll || newParentKind == .album else { throw LibraryError.notPermitted }
-        if let target, try db.kind(of: target) != .asset { throw LibraryError.isDirectory }
+    }
 
-        if oldParent == newParent {
-            if let target {
-                try update(replacing: target, with: source, in: oldParent, oldName, newName)
-            } else {
-                try renameEntry(of: source, in: oldParent, oldName, newName)
-            }
-        } else {
-            try moveEntry(of: source, from: oldParent, oldName, to: newParent, newParentKind, newName, replacing: target)
-        }
-        try db.touchDirectory(oldParent, now: now)
-        try db.touchDirectory(newParent, now: now)
-        try db.touchChangeTime(source, now: now)
-        // Its link count may have changed (roll → album adds a link, an update
-        // hands it entries), which the kernel's rename does not account for.
-        changes.node(source)
+    /// A rename onto an album entry from elsewhere replaces that reference.
+    private mutating func replaceAlbumTarget(_ album: NodeID, _ name: Name) throws {
+        guard let target = try db.child(of: album, named: name) else { return }
+        guard try kind(of: target) == .asset else { throw LibraryError.isDirectory }
+        try dropReference(album, name, target)
     }
 
     // MARK: albums
 
     private mutating func moveAlbum(_ album: NodeID, from oldParent: NodeID, _ oldName: Name,
-                                    to newParent: NodeID, _ newParentKind: NodeKind, _ newName: Name,
+                                    to newParent: NodeID, _ newPolicy: DirectoryPolicy, _ newName: Name,
                                     replacing target: NodeID?) throws {
-        guard newParentKind.holdsAlbums else { throw LibraryError.notPermitted }
+        guard newPolicy.makesAlbums else { throw LibraryError.notPermitted }
         // Not into itself or one of its own sub-albums.
         var ancestor: NodeID? = newParent
         while let current = ancestor {
@@ -93,7 +87,7 @@ struct RenameTransaction {
             case .album:
                 if try db.hasEntries(target) { throw LibraryError.notEmpty }
                 try db.deleteNode(target)
-            case .asset: throw LibraryError.notDirectory
+            case .asset, .sideFile: throw LibraryError.notDirectory
             default: throw LibraryError.notPermitted
             }
         }
@@ -104,7 +98,28 @@ struct RenameTransaction {
         try db.touchChangeTime(album, now: now)
     }
 
-    // MARK: asset entries
+    // MARK: asset entries, between the roll and albums
+
+    private mutating func moveAsset(_ source: NodeID, from oldParent: NodeID, _ oldName: Name,
+                                    to newParent: NodeID, _ newPolicy: DirectoryPolicy, _ newName: Name,
+                                    replacing target: NodeID?) throws {
+        if let target, try db.kind(of: target) != .asset { throw LibraryError.isDirectory }
+        if oldParent == newParent {
+            if let target {
+                try update(replacing: target, with: source, in: oldParent, oldName, newName)
+            } else {
+                try renameEntry(of: source, in: oldParent, oldName, newName)
+            }
+        } else {
+            try moveEntry(of: source, from: oldParent, oldName, to: newParent, newPolicy, newName, replacing: target)
+        }
+        try db.touchDirectory(oldParent, now: now)
+        try db.touchDirectory(newParent, now: now)
+        try db.touchChangeTime(source, now: now)
+        // Its link count may have changed (roll → album adds a link, an update
+        // hands it entries), which the kernel's rename does not account for.
+        changes.node(source)
+    }
 
     /// Same directory, free target name. In an album the roll entry follows
     /// when it carried the old name (or a `(n)` form of it), so rsync's
@@ -129,48 +144,47 @@ struct RenameTransaction {
     }
 
     /// Same directory, target exists: an update. `moving` takes `replaced`'s
-    /// place everywhere (roll name and album entries); `replaced` is deleted.
+    /// place everywhere (roll name and album entries); `replaced` is deleted
+    /// (to Recently Deleted, with no albums).
     private mutating func update(replacing replaced: NodeID, with moving: NodeID, in directory: NodeID,
                                  _ oldName: Name, _ newName: Name) throws {
-        let replacedEntries = try db.entries(of: replaced)
+        let replacedEntries = try db.entries(of: replaced).filter { $0.directory != directory }
         let movingDirectories = Set(try db.entries(of: moving).map(\.directory))
         let movingRollName = try db.name(of: moving, in: roll)
-        try db.deleteNode(replaced)
-        try db.schedulePurge(replaced)
-        changes.node(replaced)
-        purged.append(replaced)
-
-        // The rename itself.
-        try db.moveEntry(directory, oldName, to: directory, newName)
-        for (entryDirectory, entryName) in replacedEntries where entryDirectory != directory {
-            if entryDirectory == roll {
-                // The roll shows one version, under the replaced asset's name.
-                if let movingRollName {
-                    try db.moveEntry(roll, movingRollName, to: roll, entryName)
-                    changes.entry(roll, movingRollName)
-                }
-            } else if !movingDirectories.contains(entryDirectory) {
+        // Its entries change hands first, so it is deleted with none but the
+        // roll's (which it keeps until deleted, to be named by it in Recently Deleted).
+        for (entryDirectory, entryName) in replacedEntries where entryDirectory != roll {
+            guard try db.kind(of: entryDirectory) == .album else { continue }
+            try db.deleteEntry(entryDirectory, entryName)
+            if !movingDirectories.contains(entryDirectory) {
                 try db.insertEntry(entryDirectory, entryName, moving)
             }
             // Where an album held both, the moving asset keeps its own entry.
-            changes.entry(entryDirectory, entryName)
-            changes.directory(entryDirectory)
-            try db.touchDirectory(entryDirectory, now: now)
+            try vanished(entryDirectory, entryName)
+        }
+        let replacedRollName = try db.name(of: replaced, in: roll)
+        if directory != roll { try db.deleteEntry(directory, newName) }
+        try deleteAsset(replaced, except: directory)
+        // The rename itself.
+        try db.moveEntry(directory, oldName, to: directory, newName)
+        if directory != roll, let replacedRollName, let movingRollName {
+            // The roll shows one version, under the replaced asset's name.
+            try db.moveEntry(roll, movingRollName, to: roll, replacedRollName)
+            try vanished(roll, movingRollName)
         }
     }
 
     /// Another directory: only the target entry is replaced.
     private mutating func moveEntry(of asset: NodeID, from oldParent: NodeID, _ oldName: Name,
-                                    to newParent: NodeID, _ newParentKind: NodeKind, _ newName: Name,
+                                    to newParent: NodeID, _ newPolicy: DirectoryPolicy, _ newName: Name,
                                     replacing target: NodeID?) throws {
-        if newParentKind == .album, try db.name(of: asset, in: newParent) != nil {
+        if newPolicy.arrival == .albumEntry, try db.name(of: asset, in: newParent) != nil {
             // The album already holds the asset under another name.
             throw LibraryError.exists
         }
         if let target {
             if newParent == roll {
-                changes.merge(try Library.deleteAsset(target, db: db, now: now, except: roll))
-                purged.append(target)
+                try deleteAsset(target, except: roll)
             } else {
                 try db.deleteEntry(newParent, newName)
                 // It lost a link: its ctime moves, as for unlink.

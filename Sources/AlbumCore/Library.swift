@@ -16,6 +16,7 @@ public final class Library: Sendable {
     public let location: StoreLocation
     public let content: ContentStore
     public let isReadOnly: Bool
+    public let options: LibraryOptions
     let database: Mutex<Database>
     let openFiles = OpenFiles()
     let reserve: SpaceReserve
@@ -23,8 +24,10 @@ public final class Library: Sendable {
     /// Opens (creating on first use) the store at `location`. The first opener
     /// owns the fixed directories. Throws `.unusableStore` with a one-line
     /// reason when the store cannot be used.
-    public init(location: StoreLocation, owner: Caller, readOnly: Bool = false) throws(LibraryError) {
+    public init(location: StoreLocation, owner: Caller, readOnly: Bool = false,
+                options: LibraryOptions = LibraryOptions()) throws(LibraryError) {
         self.location = location
+        self.options = options
         self.content = ContentStore(directory: location.contentPath)
         self.isReadOnly = readOnly
         let opener = StoreOpener(location: location, owner: owner, readOnly: readOnly)
@@ -41,7 +44,11 @@ public final class Library: Sendable {
         }
         self.database = Mutex(db)
         self.reserve = reserve
-        if !readOnly { reserve.take() }
+        if !readOnly {
+            reserve.take()
+            // What expired while the store was not mounted goes now.
+            _ = try? purgeExpired()
+        }
     }
 
     // MARK: running transactions
@@ -81,11 +88,16 @@ public final class Library: Sendable {
         throw .notFound
     }
 
-    public func lookup(_ parent: NodeID, _ name: Name) throws(LibraryError) -> Attributes {
+    /// The node `name` in `parent`. In the root, `.Trash-UID` is found too
+    /// (it is never listed), made on the first lookup by that uid.
+    public func lookup(_ parent: NodeID, _ name: Name, by caller: Caller? = nil) throws(LibraryError) -> Attributes {
         if name.count > Names.maxLength { throw .nameTooLong }
         let found = try read { db in try db.lookup(parent, name) }
-        guard let found else { throw .notFound }
-        return openFiles.overlay(found)
+        if let found { return openFiles.overlay(found) }
+        if parent == FixedNode.root, let uid = Self.trashOwner(name) {
+            return try trash(of: uid, lookedUpBy: caller)
+        }
+        throw .notFound
     }
 
     /// Up to `limit` entries of a directory after `cookie` (0: from the start).

@@ -11,14 +11,33 @@ public enum NodeKind: Int, Sendable {
     case root = 0
     case cameraRoll = 1
     case albumsRoot = 2
+    case recentlyDeleted = 3
     case album = 4
     case asset = 5
+    /// A uid's `.Trash-UID` (freedesktop.org trash), and its three directories.
+    case trash = 6
+    case trashFiles = 7
+    case trashInfo = 8
+    case trashExpunged = 9
+    /// A file that belongs to its directory only and is never an asset (a
+    /// trash's `.trashinfo` files).
+    case sideFile = 10
+    /// An album moved to a trash: its contents are put aside until it is
+    /// restored or the trash is emptied.
+    case trashedAlbum = 11
 
-    public var isDirectory: Bool { self != .asset }
+    public var isDirectory: Bool { self != .asset && self != .sideFile }
     /// Fixed directories are created with the store and can never be removed or renamed.
-    public var isFixed: Bool { self == .root || self == .cameraRoll || self == .albumsRoot }
+    public var isFixed: Bool {
+        switch self {
+        case .root, .cameraRoll, .albumsRoot, .recentlyDeleted, .trash, .trashFiles, .trashInfo, .trashExpunged: return true
+        default: return false
+        }
+    }
     /// Directories that may hold albums and, for albums, asset entries.
     public var holdsAlbums: Bool { self == .albumsRoot || self == .album }
+    /// Nodes with a content file.
+    public var hasData: Bool { self == .asset || self == .sideFile }
 }
 
 /// The fixed directories' ids and names.
@@ -26,11 +45,13 @@ public enum FixedNode {
     public static let root: NodeID = 1
     public static let cameraRoll: NodeID = 2
     public static let albumsRoot: NodeID = 3
+    public static let recentlyDeleted: NodeID = 4
     /// User nodes start above this, leaving room for fixed directories to come.
     static let lastReservedID: NodeID = 16
 
     public static let cameraRollName: Name = Array("Camera Roll".utf8)
     public static let albumsRootName: Name = Array("Albums".utf8)
+    public static let recentlyDeletedName: Name = Array("Recently Deleted".utf8)
 }
 
 /// Nanoseconds since the Unix epoch.
@@ -108,11 +129,18 @@ public struct ChangeSet: Sendable, Equatable {
     mutating func entry(_ directory: NodeID, _ name: Name) {
         entries.append(EntryName(directory: directory, name: name))
     }
+    private var seen = Set<NodeID>()
+    private var seenDirectories = Set<NodeID>()
+
     mutating func node(_ id: NodeID) {
-        if !nodes.contains(id) { nodes.append(id) }
+        if seen.insert(id).inserted { nodes.append(id) }
     }
     mutating func directory(_ id: NodeID) {
-        if !directories.contains(id) { directories.append(id) }
+        if seenDirectories.insert(id).inserted { directories.append(id) }
+    }
+    /// The request's own entry: the kernel updates that one itself.
+    mutating func dropEntry(_ directory: NodeID, _ name: Name) {
+        entries.removeAll { $0.directory == directory && $0.name == name }
     }
     mutating func merge(_ other: ChangeSet) {
         entries += other.entries

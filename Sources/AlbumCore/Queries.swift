@@ -3,12 +3,16 @@ import SQLiteKit
 /// Every SQL statement the library runs, as small typed functions on a
 /// connection. Callers hold the library's database lock.
 extension Database {
-    /// Attribute columns of node `n`, link count included: 1 + albums for an
-    /// asset, 2 + sub-directories for a directory (the roll has none).
+    /// Attribute columns of node `n`, link count included: for an asset 1 +
+    /// the albums holding it (its entries in Recently Deleted and in the
+    /// trashes' files/ are other names, not links: a deleted asset has 1),
+    /// for a side file 1, for a directory 2 + its sub-directories (the roll has none).
     static let attributeColumns = """
         n.id, n.kind, n.mode, n.uid, n.gid, n.size, n.atime, n.mtime, n.ctime,
         CASE n.kind
-            WHEN 5 THEN (SELECT count(*) FROM entries l WHERE l.child = n.id)
+            WHEN 5 THEN max(1, (SELECT count(*) FROM entries l WHERE l.child = n.id
+                AND l.parent <> \(FixedNode.recentlyDeleted) AND l.parent NOT IN (SELECT files FROM trashes)))
+            WHEN 10 THEN 1
             WHEN 1 THEN 2
             ELSE 2 + (SELECT count(*) FROM nodes d WHERE d.parent = n.id)
         END

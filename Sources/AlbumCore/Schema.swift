@@ -53,6 +53,58 @@ enum Schema {
                 CREATE TABLE pending_purges(id INTEGER PRIMARY KEY);
                 """)
         },
+        .init("recently deleted and the file manager's trash") { db in
+            try db.execute("""
+                -- A directory may now show one asset under two names: a trash's
+                -- files/ can hold a trashed album reference and the deleted
+                -- asset itself. Albums still hold an asset once (checked by
+                -- the library before every insert).
+                DROP INDEX entries_by_child;
+                CREATE INDEX entries_by_child ON entries(child, parent);
+                -- Assets in Recently Deleted: when, and which trash entry shows
+                -- them in a file manager's Trash (a uid's files/ directory and name).
+                CREATE TABLE deleted_assets(
+                    asset INTEGER PRIMARY KEY REFERENCES nodes(id),
+                    deleted_at INTEGER NOT NULL,
+                    trash INTEGER REFERENCES nodes(id),
+                    trash_name BLOB
+                );
+                CREATE INDEX deleted_assets_by_time ON deleted_assets(deleted_at);
+                -- The album entries a deleted asset had: restored with it.
+                CREATE TABLE remembered_entries(
+                    asset INTEGER NOT NULL REFERENCES nodes(id),
+                    album INTEGER NOT NULL,
+                    name BLOB NOT NULL,
+                    PRIMARY KEY(asset, album)
+                ) WITHOUT ROWID;
+                -- The entries of a trashed album and its sub-albums, put aside
+                -- (so they count as no link and show nowhere) until it is
+                -- restored or the trash is emptied.
+                CREATE TABLE trashed_entries(
+                    album INTEGER NOT NULL REFERENCES nodes(id),
+                    parent INTEGER NOT NULL,
+                    name BLOB NOT NULL,
+                    child INTEGER NOT NULL,
+                    PRIMARY KEY(album, parent, name)
+                ) WITHOUT ROWID;
+                CREATE INDEX trashed_entries_by_child ON trashed_entries(child);
+                -- Each uid's .Trash-UID and its files/ directory.
+                CREATE TABLE trashes(
+                    uid INTEGER PRIMARY KEY,
+                    directory INTEGER NOT NULL REFERENCES nodes(id),
+                    files INTEGER NOT NULL REFERENCES nodes(id)
+                );
+                """)
+            // Recently Deleted, in existing stores too, owned like the root.
+            try db.execute("""
+                INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)
+                SELECT \(FixedNode.recentlyDeleted), \(NodeKind.recentlyDeleted.rawValue), id, 493, uid, gid, atime, mtime, ctime, imported
+                FROM nodes WHERE id = \(FixedNode.root);
+                INSERT INTO entries(parent, name, child)
+                SELECT \(FixedNode.root), CAST('Recently Deleted' AS BLOB), \(FixedNode.recentlyDeleted)
+                FROM nodes WHERE id = \(FixedNode.root);
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.
@@ -61,6 +113,8 @@ enum Schema {
             (FixedNode.root, .root, nil),
             (FixedNode.cameraRoll, .cameraRoll, FixedNode.cameraRollName),
             (FixedNode.albumsRoot, .albumsRoot, FixedNode.albumsRootName),
+            // (An older store gets it from the migration that introduced it.)
+            (FixedNode.recentlyDeleted, .recentlyDeleted, FixedNode.recentlyDeletedName),
         ]
         for (id, kind, name) in fixed {
             // 493 = 0755.

@@ -85,6 +85,8 @@ public final class MountSession {
     /// Returns the loop's status (0: clean unmount).
     public func run() -> Int32 {
         fuse_set_signal_handlers(session)
+        let expiry = ExpiryTimer(fileSystem: fileSystem.takeUnretainedValue())
+        expiry.start()
         let status: Int32
         if configuration.singleThreaded {
             status = fuse_session_loop(session)
@@ -95,6 +97,7 @@ public final class MountSession {
             status = fuse_session_loop_mt(session, config)
             fuse_loop_cfg_destroy(config)
         }
+        expiry.stop()
         fuse_remove_signal_handlers(session)
         fuse_session_unmount(session)
         fileSystem.takeUnretainedValue().invalidator.drain()

@@ -35,14 +35,16 @@ extension Operations {
         ops.rmdir = { req, parent, rawName in
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
-                try fs.library.removeAlbum(parent, name(rawName))
+                let changes = try fs.library.removeAlbum(parent, name(rawName), by: caller(req))
+                fs.invalidator.beforeReply(changes)
                 fuse_reply_err(req, 0)
+                fs.invalidator.afterReply(changes)
             }
         }
         ops.unlink = { req, parent, rawName in
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
-                let changes = try fs.library.unlink(parent, name(rawName))
+                let changes = try fs.library.unlink(parent, name(rawName), by: caller(req))
                 fs.invalidator.beforeReply(changes)
                 fuse_reply_err(req, 0)
                 fs.invalidator.afterReply(changes)
@@ -52,7 +54,7 @@ extension Operations {
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.rename(parent, name(rawName), to: newParent, name(newName),
-                                                    flags: Library.RenameFlags(rawValue: flags))
+                                                    flags: Library.RenameFlags(rawValue: flags), by: caller(req))
                 fs.invalidator.beforeReply(changes)
                 fuse_reply_err(req, 0)
                 fs.invalidator.afterReply(changes)

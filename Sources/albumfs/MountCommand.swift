@@ -82,7 +82,7 @@ struct MountCommand {
         do {
             lock = try StoreLock(location: location, mode: options.readOnly ? .readOnly : .readWrite)
             let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()),
-                                      readOnly: options.readOnly)
+                                      readOnly: options.readOnly, options: try libraryOptions(options))
             var configuration = MountConfiguration(store: location, mountPoint: mountPoint)
             configuration.readOnly = options.readOnly
             configuration.debug = debug
@@ -103,6 +103,17 @@ struct MountCommand {
         }
         let status = withExtendedLifetime(lock) { session.run() }
         return status == 0 ? ExitCode.success.rawValue : ExitCode.problemsFound.rawValue
+    }
+
+    /// The library's options: `trash_days`, and the clock offset tests set
+    /// through `ALBUMFS_CLOCK_OFFSET` (seconds added to the store's clock).
+    private func libraryOptions(_ options: MountOptions) throws(CommandFailure) -> LibraryOptions {
+        var result = LibraryOptions(trashDays: options.trashDays)
+        if let text = getenv("ALBUMFS_CLOCK_OFFSET").map({ String(cString: $0) }) {
+            guard let seconds = Int64(text) else { throw CommandFailure(.usage, "ALBUMFS_CLOCK_OFFSET is not a number of seconds: \(text)") }
+            result.clockOffset = seconds * 1_000_000_000
+        }
+        return result
     }
 
     /// Sends a start-up failure to the launcher, if there is one, and returns it.

@@ -6,6 +6,8 @@ struct MountOptions {
     /// `nopassthrough`: serve every read and write through the daemon, even
     /// where the kernel could serve them from the content files itself.
     var passthrough = true
+    /// `trash_days=N`: days deleted assets stay in Recently Deleted (0: none).
+    var trashDays = 30
     /// What goes to libfuse's `-o`.
     var fuseOptions: [String] = []
 
@@ -33,6 +35,11 @@ struct MountOptions {
                 if option == "rw" { readOnly = false }
             } else if option == "nopassthrough" || option == "passthrough" {
                 passthrough = option == "passthrough"
+            } else if option.hasPrefix("trash_days=") {
+                guard let days = Int(option.dropFirst("trash_days=".count)), days >= 0, days <= 36_500 else {
+                    throw CommandFailure(.usage, "trash_days takes a number of days from 0 to 36500: \(option)")
+                }
+                trashDays = days
             } else if option.hasPrefix("max_read=") {
                 fuseOptions.append(option)
             } else if Self.ignored.contains(option) || Self.ignoredPrefixes.contains(where: option.hasPrefix) {

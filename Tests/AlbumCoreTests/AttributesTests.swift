@@ -235,7 +235,7 @@ struct AttributesTests {
 
     @Test("an asset deleted while open still answers attributes; its data is readable")
     func deletedWhileOpen() throws {
-        let store = try TestStore()
+        let store = try TestStore(options: .purgeAtOnce)
         let id = try store.createFile(roll, "x", contents: bytes("still here"))
         let file = try store.library.open(id, writable: false, truncate: false)
         _ = try store.library.unlink(roll, name("x"))

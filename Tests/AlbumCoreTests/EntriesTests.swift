@@ -18,7 +18,7 @@ struct EntriesTests {
     @Test("a new store shows the fixed directories")
     func fixedLayout() throws {
         let store = try TestStore()
-        #expect(try store.sortedNames(root) == ["Albums", "Camera Roll"])
+        #expect(try store.sortedNames(root) == ["Albums", "Camera Roll", "Recently Deleted"])
         #expect(try store.id(root, "Camera Roll") == roll)
         #expect(try store.id(root, "Albums") == albums)
         #expect(try store.names(roll).isEmpty)
@@ -97,7 +97,7 @@ struct EntriesTests {
         #expect(throws: LibraryError.notPermitted) { try store.makeAlbum(root, "A") }
         #expect(try store.names(roll).isEmpty)
         #expect(try store.names(albums).isEmpty)
-        #expect(try store.sortedNames(root) == ["Albums", "Camera Roll"])
+        #expect(try store.sortedNames(root) == ["Albums", "Camera Roll", "Recently Deleted"])
     }
 
     @Test("create with an invalid or too long name fails before anything changes")
@@ -179,9 +179,9 @@ struct EntriesTests {
         #expect(store.library.content.size(of: id) == 7)
     }
 
-    @Test("unlink in the roll removes the asset from every album and frees its data")
+    @Test("trash_days=0: unlink in the roll removes the asset from every album and frees its data")
     func unlinkInRoll() throws {
-        let store = try TestStore()
+        let store = try TestStore(options: .purgeAtOnce)
         let a = try store.makeAlbum("A")
         let b = try store.makeAlbum("B")
         let id = try store.createFile(a, "x", contents: bytes("bye"))
@@ -260,7 +260,7 @@ struct EntriesTests {
         #expect(throws: LibraryError.notPermitted) { try store.library.removeAlbum(root, name("Camera Roll")) }
         #expect(throws: LibraryError.notDirectory) { try store.library.removeAlbum(roll, name("x")) }
         #expect(throws: LibraryError.notFound) { try store.library.removeAlbum(albums, name("nope")) }
-        #expect(try store.sortedNames(root) == ["Albums", "Camera Roll"])
+        #expect(try store.sortedNames(root) == ["Albums", "Camera Roll", "Recently Deleted"])
     }
 
     @Test("a listing resumes after its cookie")

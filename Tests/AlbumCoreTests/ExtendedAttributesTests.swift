@@ -135,7 +135,7 @@ struct ExtendedAttributesTests {
 
     @Test("an update keeps the moving asset's attributes; the replaced asset's go with it")
     func updateKeepsOwnAttributes() throws {
-        let store = try TestStore()
+        let store = try TestStore(options: .purgeAtOnce)
         let old = try store.createFile(roll, "x")
         let new = try store.createFile(roll, "x.tmp")
         try store.library.setExtendedAttribute(old, name("user.v"), bytes("old"), mode: .createOrReplace)

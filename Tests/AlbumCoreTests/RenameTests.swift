@@ -120,7 +120,7 @@ struct AlbumRenameTests {
         #expect(throws: LibraryError.notPermitted) { try store.rename(root, "Camera Roll", root, "Roll") }
         #expect(throws: LibraryError.notPermitted) { try store.rename(root, "Albums", root, "Albums2") }
         #expect(throws: LibraryError.notPermitted) { try store.rename(root, "Albums", a, "Albums") }
-        #expect(try store.sortedNames(root) == ["Albums", "Camera Roll"])
+        #expect(try store.sortedNames(root) == ["Albums", "Camera Roll", "Recently Deleted"])
     }
 }
 
@@ -286,7 +286,7 @@ struct EntryRenameTests {
 
     @Test("same-directory update in an album: the moving asset takes the replaced one's place everywhere")
     func updateInAlbum() throws {
-        let store = try TestStore()
+        let store = try TestStore(options: .purgeAtOnce)
         let a = try store.makeAlbum("A")
         let b = try store.makeAlbum("B")
         let old = try store.createFile(a, "x.jpg", mode: 0o644, contents: bytes("old version"))
@@ -315,7 +315,7 @@ struct EntryRenameTests {
 
     @Test("update: where an album held both, the moving asset keeps its own entry and name")
     func updateWhereAlbumHeldBoth() throws {
-        let store = try TestStore()
+        let store = try TestStore(options: .purgeAtOnce)
         let a = try store.makeAlbum("A")
         let c = try store.makeAlbum("C")
         let old = try store.createFile(a, "x")
@@ -335,7 +335,7 @@ struct EntryRenameTests {
 
     @Test("same-directory update in the roll: takes the roll name and the album entries")
     func updateInRoll() throws {
-        let store = try TestStore()
+        let store = try TestStore(options: .purgeAtOnce)
         let a = try store.makeAlbum("A")
         let b = try store.makeAlbum("B")
         let old = try store.createFile(roll, "x.jpg", contents: bytes("old"))
@@ -390,7 +390,7 @@ struct EntryRenameTests {
 
     @Test("rename from an album over a name in the roll: the old asset is deleted")
     func crossDirectoryOverwriteInRoll() throws {
-        let store = try TestStore()
+        let store = try TestStore(options: .purgeAtOnce)
         let a = try store.makeAlbum("A")
         let b = try store.makeAlbum("B")
         let old = try store.createFile(roll, "x", contents: bytes("old"))

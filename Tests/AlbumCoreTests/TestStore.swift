@@ -20,7 +20,11 @@ final class TestStore {
     /// The open library; nil after `close()`.
     private(set) var openLibrary: Library?
 
-    init(openLibrary open: Bool = true) throws {
+    /// The library's options (every reopen uses them too).
+    let options: LibraryOptions
+
+    init(openLibrary open: Bool = true, options: LibraryOptions = LibraryOptions()) throws {
+        self.options = options
         var template = Array("/tmp/albumfs-unit-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
             throw LibraryError.io(errno)
@@ -28,7 +32,7 @@ final class TestStore {
         directory = String(cString: made)
         location = StoreLocation(path: directory + "/store")
         if open {
-            openLibrary = try Library(location: location, owner: Self.owner)
+            openLibrary = try Library(location: location, owner: Self.owner, options: options)
         }
     }
 
@@ -47,9 +51,9 @@ final class TestStore {
 
     /// Closes the library and opens a new one on the same store, as a remount does.
     @discardableResult
-    func reopen(owner: Caller = TestStore.owner) throws -> Library {
+    func reopen(owner: Caller = TestStore.owner, options: LibraryOptions? = nil) throws -> Library {
         openLibrary = nil
-        let library = try Library(location: location, owner: owner)
+        let library = try Library(location: location, owner: owner, options: options ?? self.options)
         openLibrary = library
         return library
     }
@@ -149,6 +153,11 @@ final class TestStore {
         }
         return Array(buffer[..<total])
     }
+}
+
+extension LibraryOptions {
+    /// trash_days=0: a delete from the roll frees the asset at once.
+    static let purgeAtOnce = LibraryOptions(trashDays: 0)
 }
 
 /// A name from text.

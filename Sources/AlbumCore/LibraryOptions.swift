@@ -1,0 +1,22 @@
+/// How a library is run: how long deleted assets are kept, and its clock.
+public struct LibraryOptions: Sendable {
+    /// Days a deleted asset stays in Recently Deleted before it is purged;
+    /// 0: a delete frees the asset at once, and no trash is offered.
+    public var trashDays: Int
+    /// Added to the system clock. Tests move the store's time with it
+    /// (`ALBUMFS_CLOCK_OFFSET`) instead of waiting for days to pass.
+    public var clockOffset: Nanoseconds
+
+    public init(trashDays: Int = 30, clockOffset: Nanoseconds = 0) {
+        self.trashDays = trashDays
+        self.clockOffset = clockOffset
+    }
+
+    /// How long a deleted asset is kept, or nil when deletes purge at once.
+    public var retention: Nanoseconds? {
+        trashDays > 0 ? Nanoseconds(trashDays) * 86_400 * 1_000_000_000 : nil
+    }
+
+    /// The store's time now.
+    public func now() -> Nanoseconds { currentTime() + clockOffset }
+}

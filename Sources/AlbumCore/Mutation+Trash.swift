@@ -1,0 +1,294 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import SQLiteKit
+
+/// A uid's `.Trash-UID` and its three directories (freedesktop.org Trash
+/// specification, as GIO and KIO use it).
+struct TrashDirectories {
+    let top: NodeID
+    let files: NodeID
+    let info: NodeID
+    let expunged: NodeID
+
+    static let filesName: Name = Array("files".utf8)
+    static let infoName: Name = Array("info".utf8)
+    static let expungedName: Name = Array("expunged".utf8)
+    static let infoSuffix: Name = Array(".trashinfo".utf8)
+}
+
+extension Mutation {
+    // MARK: the trash directories
+
+    /// The caller's trash, made on first use; nil when none is offered
+    /// (no retention period: deletes are for good, and file managers must know).
+    mutating func ensureTrash(of owner: Caller) throws -> TrashDirectories? {
+        guard options.retention != nil else { return nil }
+        if let top = try db.trash(of: owner.uid) { return try trashDirectories(top) }
+        // 448 = 0700: one user's trash is nobody else's business.
+        let top = try db.insertNode(kind: .trash, parent: nil, mode: 0o700, owner: owner, now: now)
+        var ids: [NodeID] = []
+        for (kind, name) in [(NodeKind.trashFiles, TrashDirectories.filesName), (.trashInfo, TrashDirectories.infoName),
+                             (.trashExpunged, TrashDirectories.expungedName)] {
+            let id = try db.insertNode(kind: kind, parent: top, mode: 0o700, owner: owner, now: now)
+            try db.insertEntry(top, name, id)
+            ids.append(id)
+        }
+        try db.insertTrash(uid: owner.uid, directory: top, files: ids[0])
+        return TrashDirectories(top: top, files: ids[0], info: ids[1], expunged: ids[2])
+    }
+
+    func trashDirectories(_ top: NodeID) throws -> TrashDirectories {
+        guard let files = try db.child(of: top, named: TrashDirectories.filesName),
+              let info = try db.child(of: top, named: TrashDirectories.infoName),
+              let expunged = try db.child(of: top, named: TrashDirectories.expungedName) else { throw LibraryError.io(EIO) }
+        return TrashDirectories(top: top, files: files, info: info, expunged: expunged)
+    }
+
+    /// The trash whose files/ is `files`.
+    func trash(ofFiles files: NodeID) throws -> TrashDirectories {
+        guard let owner = try db.trashOwning(files: files) else { throw LibraryError.io(EIO) }
+        return try trashDirectories(owner.directory)
+    }
+
+    /// A name free in both files/ and info/, chosen the way GIO chooses:
+    /// `x.jpg`, `x.2.jpg`, `x.3.jpg`, … (the counter before the first dot).
+    func freeTrashName(in trash: TrashDirectories, for name: Name) throws -> Name {
+        var n = 1
+        while true {
+            let candidate = Self.trashName(name, n)
+            if candidate.count + TrashDirectories.infoSuffix.count <= Names.maxLength,
+               try db.child(of: trash.files, named: candidate) == nil,
+               try db.child(of: trash.info, named: candidate + TrashDirectories.infoSuffix) == nil {
+                return candidate
+            }
+            n += 1
+        }
+    }
+
+    static func trashName(_ name: Name, _ n: Int) -> Name {
+        guard n > 1 else { return Names.truncate(name, toAtMost: Names.maxLength - TrashDirectories.infoSuffix.count) }
+        let counter = Array(".\(n)".utf8)
+        let room = Names.maxLength - TrashDirectories.infoSuffix.count - counter.count
+        if let dot = name.firstIndex(of: 0x2e) {
+            let stem = Names.truncate(Array(name[..<dot]), toAtMost: max(0, room - (name.count - dot)))
+            return Names.truncate(stem + counter + Array(name[dot...]), toAtMost: room + counter.count)
+        }
+        return Names.truncate(name, toAtMost: room) + counter
+    }
+
+    /// Writes `info/NAME.trashinfo` for an item albumfs put in the trash
+    /// itself, as GIO would have: the original path relative to the mount,
+    /// URI-escaped, and the local deletion time.
+    mutating func writeTrashInfo(in trash: TrashDirectories, for name: Name, originalPath: Name) throws {
+        var seconds = time_t(now / 1_000_000_000)
+        var local = tm()
+        localtime_r(&seconds, &local)
+        var date = [CChar](repeating: 0, count: 32)
+        _ = strftime(&date, date.count, "%Y-%m-%dT%H:%M:%S", &local)
+        let text = Array("[Trash Info]\nPath=".utf8) + Self.uriEscaped(originalPath)
+            + Array("\nDeletionDate=".utf8) + Array(String(cString: date).utf8) + [0x0a]
+        let infoName = name + TrashDirectories.infoSuffix
+        if let old = try db.child(of: trash.info, named: infoName) { try removeSideFile(trash.info, infoName, old) }
+        _ = try createSideFile(in: trash.info, named: infoName, mode: 0o600, owner: caller, contents: text)
+    }
+
+    /// g_uri_escape_string(path, "/", FALSE): unreserved bytes and `/` stay.
+    static func uriEscaped(_ bytes: Name) -> Name {
+        let hexDigits = Array("0123456789ABCDEF".utf8)
+        var out: Name = []
+        for byte in bytes {
+            switch byte {
+            case 0x41...0x5a, 0x61...0x7a, 0x30...0x39, 0x2d, 0x2e, 0x5f, 0x7e, 0x2f: out.append(byte)
+            default: out += [0x25, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xf)]]
+            }
+        }
+        return out
+    }
+
+    /// Removes `info/NAME.trashinfo` of the files/ entry `name`, if there is one.
+    mutating func removeTrashInfo(of files: NodeID, _ name: Name) throws {
+        let trash = try trash(ofFiles: files)
+        let infoName = name + TrashDirectories.infoSuffix
+        if let info = try db.child(of: trash.info, named: infoName) {
+            try removeSideFile(trash.info, infoName, info)
+        }
+    }
+
+    /// An item leaves files/ (restored, or expunged): its entry and its info go.
+    mutating func leaveTrash(_ files: NodeID, _ name: Name) throws {
+        try db.deleteEntry(files, name)
+        try vanished(files, name)
+        try removeTrashInfo(of: files, name)
+    }
+
+    // MARK: into the trash
+
+    /// `rename(SOURCE, .Trash-UID/files/NAME)`: a roll entry deletes its asset
+    /// (to Recently Deleted); an album entry moves there as a reference; an
+    /// album moves there with everything in it put aside.
+    mutating func putInTrash(_ child: NodeID, _ childKind: NodeKind, from parent: NodeID, _ parentKind: NodeKind,
+                             _ name: Name, to files: NodeID, _ newName: Name) throws {
+        if try db.child(of: files, named: newName) != nil { try expunge(files, newName) }
+        switch (childKind, parentKind) {
+        case (.asset, .cameraRoll):
+            try deleteAsset(child, except: parent, trashEntry: (files, newName))
+        case (.asset, .album):
+            try db.moveEntry(parent, name, to: files, newName)
+            try touched(parent)
+            try touched(files)
+            try db.touchChangeTime(child, now: now)
+            changes.node(child)
+        case (.album, _):
+            try trashAlbum(child, from: parent, name, to: files, newName)
+        default:
+            throw LibraryError.notPermitted
+        }
+    }
+
+    private mutating func trashAlbum(_ album: NodeID, from parent: NodeID, _ name: Name,
+                                     to files: NodeID, _ newName: Name) throws {
+        let subtree = try db.albumSubtree(album)
+        for directory in subtree {
+            for entry in try db.listingNames(directory) {
+                // Cached names inside go stale; the assets lose a link.
+                changes.entry(directory, entry.name)
+                changes.node(entry.child)
+            }
+            changes.directory(directory)
+        }
+        try db.putEntriesAside(of: subtree, under: album)
+        try db.moveEntry(parent, name, to: files, newName)
+        try db.setParent(album, files)
+        try db.setKind(album, .trashedAlbum)
+        try db.touchChangeTime(album, now: now)
+        try touched(parent)
+        try touched(files)
+    }
+
+    // MARK: out of the trash
+
+    /// `rename(.Trash-UID/files/NAME, DESTINATION)`: the item comes back.
+    /// A deleted asset is restored (with its albums); a reference goes back
+    /// into the album named (ENOENT while its asset is deleted); an album
+    /// comes back with everything in it.
+    mutating func restoreFromTrash(_ files: NodeID, _ name: Name, _ child: NodeID, to parent: NodeID,
+                                   _ parentPolicy: DirectoryPolicy, _ newName: Name) throws {
+        let childKind = try kind(of: child)
+        if childKind == .trashedAlbum {
+            guard parentPolicy.makesAlbums else { throw LibraryError.notPermitted }
+            if let target = try db.child(of: parent, named: newName) {
+                guard try kind(of: target) == .album else { throw LibraryError.notDirectory }
+                guard try !db.hasEntries(target) else { throw LibraryError.notEmpty }
+                try db.deleteNode(target)
+            }
+            try restoreAlbum(child, from: files, name, to: parent, newName)
+            return
+        }
+        guard childKind == .asset else { throw LibraryError.notPermitted }
+        if let record = try db.deletedAsset(child), let shown = record.trash, shown.directory == files, shown.name == name {
+            switch parentPolicy.arrival {
+            case .rollEntry: try restore(child, rollName: newName)
+            case .albumEntry:
+                try replaceAlbumEntry(parent, newName)
+                try restore(child, rollName: nil, album: (parent, newName))
+            default: throw LibraryError.notPermitted
+            }
+            return
+        }
+        // A trashed reference.
+        guard parentPolicy.arrival == .albumEntry else { throw LibraryError.notPermitted }
+        if try db.isDeleted(child) { throw LibraryError.notFound }
+        if try db.name(of: child, in: parent) != nil { throw LibraryError.exists }
+        try replaceAlbumEntry(parent, newName)
+        try leaveTrash(files, name)
+        try db.insertEntry(parent, newName, child)
+        try touched(parent)
+        try db.touchChangeTime(child, now: now)
+        changes.node(child)
+    }
+
+    /// A rename onto an album entry replaces it: that asset loses the reference.
+    private mutating func replaceAlbumEntry(_ album: NodeID, _ name: Name) throws {
+        guard let target = try db.child(of: album, named: name) else { return }
+        guard try kind(of: target) == .asset else { throw LibraryError.isDirectory }
+        try dropReference(album, name, target)
+        changes.entry(album, name)
+    }
+
+    private mutating func restoreAlbum(_ album: NodeID, from files: NodeID, _ name: Name,
+                                       to parent: NodeID, _ newName: Name) throws {
+        for (directory, entryName, child) in try db.takeEntriesPutAside(under: album) {
+            switch try db.kind(of: child) {
+            case .asset?:
+                if try db.isDeleted(child) {
+                    // Deleted meanwhile: its restore brings it back here.
+                    try db.remember(child, album: directory, name: entryName)
+                    continue
+                }
+                changes.node(child)
+            case nil: continue
+            default: break
+            }
+            try db.insertEntry(directory, entryName, child)
+            changes.directory(directory)
+        }
+        try db.setKind(album, .album)
+        try db.setParent(album, parent)
+        try db.moveEntry(files, name, to: parent, newName)
+        try touched(files)
+        try touched(parent)
+        try removeTrashInfo(of: files, name)
+        try db.touchChangeTime(album, now: now)
+    }
+
+    // MARK: Empty Trash
+
+    /// An item leaves the trash for good (unlink or rmdir in files/, a move
+    /// into expunged/): a deleted asset is purged, a reference forgotten, a
+    /// trashed album forgotten with everything it put aside. No live asset is
+    /// ever deleted by emptying a trash.
+    mutating func expunge(_ files: NodeID, _ name: Name) throws {
+        guard let child = try db.child(of: files, named: name) else { throw LibraryError.notFound }
+        switch try kind(of: child) {
+        case .asset:
+            if let record = try db.deletedAsset(child), let shown = record.trash, shown.directory == files, shown.name == name {
+                try purge(child)
+                return
+            }
+            try leaveTrash(files, name)
+        case .trashedAlbum:
+            _ = try db.takeEntriesPutAside(under: child)
+            for album in try db.albumSubtree(child).reversed() { try db.deleteNode(album) }
+            try touched(files)
+            changes.entry(files, name)
+            try removeTrashInfo(of: files, name)
+        default:
+            throw LibraryError.notPermitted
+        }
+    }
+
+    // MARK: side files
+
+    /// A file that belongs to `directory` only (never an asset): its node,
+    /// its entry and its content file, in the caller's transaction.
+    mutating func createSideFile(in directory: NodeID, named name: Name, mode: UInt32, owner: Caller,
+                                 contents: [UInt8] = []) throws -> NodeID {
+        let id = try db.insertNode(kind: .sideFile, parent: nil, mode: mode, owner: owner, now: now)
+        try db.insertEntry(directory, name, id)
+        try content.create(id, contents: contents)
+        if !contents.isEmpty {
+            try db.writeContentState(id, size: Int64(contents.count), modified: now, changed: now)
+        }
+        try touched(directory)
+        return id
+    }
+
+    mutating func removeSideFile(_ directory: NodeID, _ name: Name, _ id: NodeID) throws {
+        try db.deleteNode(id)
+        try db.schedulePurge(id)
+        purged.append(id)
+        try vanished(directory, name)
+        changes.node(id)
+    }
+}

@@ -1,0 +1,79 @@
+import SQLiteKit
+
+/// One change to the library, inside its transaction: the connection, the
+/// store's time, who asks, and what the change did beyond the entries the
+/// request names (for the kernel's caches) and which nodes lost their data
+/// (freed after the commit). Every deletion, restore and purge of the library
+/// runs through the methods of this type (Mutation+Delete.swift), whatever
+/// operation asked for it.
+struct Mutation {
+    let db: Database
+    let now: Nanoseconds
+    let options: LibraryOptions
+    let content: ContentStore
+    let caller: Caller
+    var changes = ChangeSet()
+    /// Nodes deleted whose data the caller frees after the commit.
+    var purged: [NodeID] = []
+    let roll = FixedNode.cameraRoll
+    let recentlyDeleted = FixedNode.recentlyDeleted
+
+    init(db: Database, now: Nanoseconds, options: LibraryOptions, content: ContentStore, caller: Caller) {
+        self.db = db
+        self.now = now
+        self.options = options
+        self.content = content
+        self.caller = caller
+    }
+
+    /// The policy of directory `id` (nil: no such directory).
+    func policy(of id: NodeID) throws -> DirectoryPolicy? {
+        guard let kind = try db.kind(of: id) else { return nil }
+        return DirectoryPolicy(kind)
+    }
+
+    func kind(of id: NodeID) throws -> NodeKind {
+        guard let kind = try db.kind(of: id) else { throw LibraryError.notFound }
+        return kind
+    }
+
+    /// A directory's entries changed.
+    mutating func touched(_ directory: NodeID) throws {
+        try db.touchDirectory(directory, now: now)
+        changes.directory(directory)
+    }
+
+    /// An entry vanished or now shows another node: cached lookups of it are wrong.
+    mutating func vanished(_ directory: NodeID, _ name: Name) throws {
+        changes.entry(directory, name)
+        try touched(directory)
+    }
+
+    /// Whether `album` is an album a user can reach (not inside a trashed one).
+    func isLiveAlbum(_ album: NodeID) throws -> Bool {
+        guard try db.kind(of: album) == .album else { return false }
+        var current = try db.parent(ofDirectory: album)
+        while let directory = current, directory != FixedNode.albumsRoot {
+            guard try db.kind(of: directory) == .album else { return false }
+            current = try db.parent(ofDirectory: directory)
+        }
+        return current == FixedNode.albumsRoot
+    }
+}
+
+extension Library {
+    /// Runs `body` as one transaction on a Mutation, frees the data of what it
+    /// purged once committed, and returns its result with its ChangeSet.
+    func mutate<T: Sendable>(by caller: Caller, freesSpace: Bool = true,
+                             _ body: (inout Mutation) throws -> T) throws(LibraryError) -> (T, ChangeSet) {
+        let options = self.options
+        let content = self.content
+        let (result, changes, purged) = try write(freesSpace: freesSpace) { db -> (T, ChangeSet, [NodeID]) in
+            var mutation = Mutation(db: db, now: options.now(), options: options, content: content, caller: caller)
+            let result = try body(&mutation)
+            return (result, mutation.changes, mutation.purged)
+        }
+        freeData(of: purged)
+        return (result, changes)
+    }
+}
