@@ -47,7 +47,13 @@ public struct StoreChecker {
         }
     }
 
-    private struct AssetRow { let size: Int64; var rollEntries = 0 }
+    private struct AssetRow {
+        let size: Int64
+        /// Side files belong to one directory and are in no roll.
+        let isSideFile: Bool
+        var rollEntries = 0
+        var recentlyDeletedEntries = 0
+    }
 
     private func run(_ db: Database, repair: Bool) throws -> [Problem] {
         var problems: [Problem] = []
@@ -68,10 +74,14 @@ public struct StoreChecker {
 
         // Pass 1: the database.
         var assets: [NodeID: AssetRow] = [:]
-        let nodes = try db.statement("SELECT id, size FROM nodes WHERE kind = \(NodeKind.asset.rawValue)")
+        let nodes = try db.statement("""
+            SELECT id, size, kind FROM nodes WHERE kind IN (\(NodeKind.asset.rawValue), \(NodeKind.sideFile.rawValue))
+            """)
         while try nodes.step() {
-            assets[NodeID(bitPattern: nodes.int64(0))] = AssetRow(size: nodes.int64(1))
+            assets[NodeID(bitPattern: nodes.int64(0))] = AssetRow(size: nodes.int64(1),
+                                                                  isSideFile: nodes.int(2) == NodeKind.sideFile.rawValue)
         }
+        let deleted = Set(try db.statement("SELECT asset FROM deleted_assets").all { NodeID(bitPattern: $0.int64(0)) })
         let dangling = try db.statement("""
             SELECT e.parent, e.child FROM entries e LEFT JOIN nodes n ON n.id = e.child WHERE n.id IS NULL
             """)
@@ -87,8 +97,27 @@ public struct StoreChecker {
         while try rollEntries.step() {
             assets[NodeID(bitPattern: rollEntries.int64(0))]?.rollEntries += 1
         }
+        let recentlyDeletedEntries = try db.statement("SELECT child FROM entries WHERE parent = \(FixedNode.recentlyDeleted)")
+        while try recentlyDeletedEntries.step() {
+            assets[NodeID(bitPattern: recentlyDeletedEntries.int64(0))]?.recentlyDeletedEntries += 1
+        }
         var withoutRollEntry: [NodeID] = []
-        for (id, row) in assets where row.rollEntries != 1 {
+        var withoutRecentlyDeletedEntry: [NodeID] = []
+        for id in deleted where assets[id].map({ $0.isSideFile }) ?? true {
+            problems.append(Problem(description: "node \(id) is listed as deleted but is no asset", repair: nil))
+        }
+        for (id, row) in assets where !row.isSideFile && deleted.contains(id) {
+            // A deleted asset is in Recently Deleted, once, and in no roll.
+            if row.rollEntries != 0 {
+                problems.append(Problem(description: "asset \(id) is deleted but still in the Camera Roll", repair: nil))
+            }
+            if row.recentlyDeletedEntries == 0 {
+                withoutRecentlyDeletedEntry.append(id)
+                problems.append(Problem(description: "deleted asset \(id) is not in Recently Deleted",
+                                        repair: "add it to Recently Deleted as recovered-\(id)"))
+            }
+        }
+        for (id, row) in assets where !row.isSideFile && !deleted.contains(id) && row.rollEntries != 1 {
             if row.rollEntries == 0 {
                 withoutRollEntry.append(id)
                 problems.append(Problem(description: "asset \(id) has no entry in the Camera Roll",
@@ -152,6 +181,10 @@ public struct StoreChecker {
                 for id in withoutRollEntry {
                     let name = try db.freeName(in: FixedNode.cameraRoll, for: Array("recovered-\(id)".utf8))
                     try db.insertEntry(FixedNode.cameraRoll, name, id)
+                }
+                for id in withoutRecentlyDeletedEntry {
+                    let name = try db.freeName(in: FixedNode.recentlyDeleted, for: Array("recovered-\(id)".utf8))
+                    try db.insertEntry(FixedNode.recentlyDeleted, name, id)
                 }
             }
             try moveToLostAndFound(orphans)

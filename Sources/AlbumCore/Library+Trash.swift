@@ -28,10 +28,15 @@ extension Library {
     /// Purges what has been in Recently Deleted longer than the retention
     /// period (all of it without one), in transactions of at most `batch`.
     /// Run at mount and periodically while mounted; returns what changed.
+    /// (`time`: the store's time to judge by, for tests; the clock by default.)
     public func purgeExpired(batch: Int = 500) throws(LibraryError) -> ChangeSet {
+        try purgeExpired(batch: batch, at: nil)
+    }
+
+    func purgeExpired(batch: Int = 500, at time: Nanoseconds?) throws(LibraryError) -> ChangeSet {
         var all = ChangeSet()
         while true {
-            let (count, changes) = try mutate(by: Caller(uid: 0, gid: 0)) { m in try m.purgeExpired(limit: batch) }
+            let (count, changes) = try mutate(by: Caller(uid: 0, gid: 0), at: time) { m in try m.purgeExpired(limit: batch) }
             all.merge(changes)
             if count < batch { return all }
         }

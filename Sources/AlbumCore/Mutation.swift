@@ -64,12 +64,12 @@ struct Mutation {
 extension Library {
     /// Runs `body` as one transaction on a Mutation, frees the data of what it
     /// purged once committed, and returns its result with its ChangeSet.
-    func mutate<T: Sendable>(by caller: Caller, freesSpace: Bool = true,
+    func mutate<T: Sendable>(by caller: Caller, freesSpace: Bool = true, at time: Nanoseconds? = nil,
                              _ body: (inout Mutation) throws -> T) throws(LibraryError) -> (T, ChangeSet) {
         let options = self.options
         let content = self.content
         let (result, changes, purged) = try write(freesSpace: freesSpace) { db -> (T, ChangeSet, [NodeID]) in
-            var mutation = Mutation(db: db, now: options.now(), options: options, content: content, caller: caller)
+            var mutation = Mutation(db: db, now: time ?? options.now(), options: options, content: content, caller: caller)
             let result = try body(&mutation)
             return (result, mutation.changes, mutation.purged)
         }

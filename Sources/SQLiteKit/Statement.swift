@@ -73,6 +73,14 @@ public final class Statement {
         return try decode(self)
     }
 
+    /// Runs the statement to its end and decodes every row.
+    public func all<T>(_ decode: (Statement) throws -> T) throws -> [T] {
+        defer { reset() }
+        var rows: [T] = []
+        while try step() { rows.append(try decode(self)) }
+        return rows
+    }
+
     /// Runs a statement that returns no rows.
     public func run() throws {
         while try step() {}

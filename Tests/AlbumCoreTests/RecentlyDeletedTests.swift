@@ -1,0 +1,378 @@
+import Foundation
+import Testing
+@testable import AlbumCore
+
+private let roll = TestStore.roll
+private let recentlyDeleted = FixedNode.recentlyDeleted
+private let day: Nanoseconds = 86_400 * 1_000_000_000
+
+extension TestStore {
+    func rename(_ oldParent: NodeID, _ oldName: String, to newParent: NodeID, _ newName: String,
+                by caller: Caller = TestStore.owner) throws {
+        _ = try library.rename(oldParent, AlbumCoreTests.name(oldName), to: newParent, AlbumCoreTests.name(newName), by: caller)
+    }
+
+    func unlink(_ parent: NodeID, _ entry: String, by caller: Caller = TestStore.owner) throws {
+        _ = try library.unlink(parent, AlbumCoreTests.name(entry), by: caller)
+    }
+
+    /// The owner's `.Trash-UID` and its directories, made by looking it up.
+    func trash(_ caller: Caller = TestStore.owner) throws -> (top: NodeID, files: NodeID, info: NodeID, expunged: NodeID) {
+        let top = try library.lookup(TestStore.root, AlbumCoreTests.name(".Trash-\(caller.uid)"), by: caller).id
+        return (top, try id(top, "files")!, try id(top, "info")!, try id(top, "expunged")!)
+    }
+
+    func text(_ id: NodeID) throws -> String { String(decoding: try read(id), as: UTF8.self) }
+}
+
+/// SEMANTICS.md § Recently Deleted, and the file manager's trash, on the store alone.
+@Suite("Recently Deleted: delete, restore, purge, expiry")
+struct RecentlyDeletedTests {
+    @Test("rm in the roll: gone from the roll and every album, in Recently Deleted with the same id, nlink 1, ctime = deletion")
+    func deleteToRecentlyDeleted() throws {
+        let store = try TestStore()
+        let a = try store.makeAlbum("A")
+        let b = try store.makeAlbum("B")
+        let id = try store.createFile(a, "x.jpg", contents: bytes("photo"))
+        _ = try store.library.link(id, into: b, named: name("bx.jpg"))
+        let before = currentTime()
+        try store.unlink(roll, "x.jpg")
+
+        #expect(try store.names(roll).isEmpty)
+        #expect(try store.names(a).isEmpty)
+        #expect(try store.names(b).isEmpty)
+        #expect(try store.id(recentlyDeleted, "x.jpg") == id)
+        let attributes = try store.library.attributes(of: id)
+        #expect(attributes.linkCount == 1)
+        #expect(attributes.changeTime >= before)
+        #expect(try store.read(id) == bytes("photo"), "a deleted asset stays readable")
+        #expect(try assetCount(store) == 1, "statfs still counts it")
+        #expect(store.library.content.size(of: id) == 5)
+        let deleted = String(decoding: try store.library.extendedAttribute(id, name("user.albumfs.deleted")), as: UTF8.self)
+        let purge = String(decoding: try store.library.extendedAttribute(id, name("user.albumfs.purge")), as: UTF8.self)
+        #expect(deleted.hasSuffix("Z") && deleted.count == 20, "\(deleted)")
+        #expect(purge > deleted)
+
+        // Restore: back in the roll and both albums, under the same names.
+        try store.rename(recentlyDeleted, "x.jpg", to: roll, "x.jpg")
+        #expect(try store.id(roll, "x.jpg") == id)
+        #expect(try store.id(a, "x.jpg") == id)
+        #expect(try store.id(b, "bx.jpg") == id)
+        #expect(try store.names(recentlyDeleted).isEmpty)
+        #expect(try store.library.attributes(of: id).linkCount == 3)
+        #expect(throws: LibraryError.noAttribute) { try store.library.extendedAttribute(id, name("user.albumfs.deleted")) }
+    }
+
+    @Test("restore after an album went and another asset took the old name: new roll name, (n) in A, not in B")
+    func restoreWithChangedAlbums() throws {
+        let store = try TestStore()
+        let a = try store.makeAlbum("A")
+        let b = try store.makeAlbum("B")
+        let id = try store.createFile(a, "x", contents: bytes("1"))
+        _ = try store.library.link(id, into: b, named: name("x"))
+        try store.unlink(roll, "x")
+        try store.library.removeAlbum(TestStore.albums, name("B"))
+        let other = try store.createFile(a, "x", contents: bytes("2"))
+
+        try store.rename(recentlyDeleted, "x", to: roll, "y")
+        #expect(try store.id(roll, "y") == id)
+        #expect(try store.id(roll, "x") == other)
+        #expect(try store.id(a, "x") == other)
+        #expect(try store.id(a, "x (2)") == id)
+        #expect(try store.library.attributes(of: id).linkCount == 2)
+    }
+
+    @Test("a restore onto a taken roll name replaces it: that asset goes to Recently Deleted")
+    func restoreOverRollEntry() throws {
+        let store = try TestStore()
+        let first = try store.createFile(roll, "x")
+        try store.unlink(roll, "x")
+        let second = try store.createFile(roll, "x")
+        try store.rename(recentlyDeleted, "x", to: roll, "x")
+        #expect(try store.id(roll, "x") == first)
+        #expect(try store.id(recentlyDeleted, "x") == second)
+    }
+
+    @Test("mv from Recently Deleted into an album restores it into the roll and adds it there")
+    func restoreIntoAlbum() throws {
+        let store = try TestStore()
+        let a = try store.makeAlbum("A")
+        let c = try store.makeAlbum("C")
+        let id = try store.createFile(a, "x")
+        try store.unlink(roll, "x")
+        try store.rename(recentlyDeleted, "x", to: c, "c.jpg")
+        #expect(try store.id(roll, "x") == id)
+        #expect(try store.id(a, "x") == id)
+        #expect(try store.id(c, "c.jpg") == id)
+    }
+
+    @Test("rm in Recently Deleted purges: data freed, the asset gone")
+    func purge() throws {
+        let store = try TestStore()
+        let id = try store.createFile(roll, "x", contents: bytes("bytes"))
+        try store.unlink(roll, "x")
+        try store.unlink(recentlyDeleted, "x")
+        #expect(!store.exists(id))
+        #expect(store.library.content.size(of: id) == nil)
+        #expect(try assetCount(store) == 0)
+        #expect(try store.names(try store.trash().files).isEmpty)
+        #expect(try store.names(try store.trash().info).isEmpty)
+    }
+
+    @Test("a deleted asset is read-only: open for writing, truncate, chmod, setxattr: not permitted; nothing can be created there")
+    func deletedIsReadOnly() throws {
+        let store = try TestStore()
+        let id = try store.createFile(roll, "x", contents: bytes("keep"))
+        try store.unlink(roll, "x")
+        #expect(throws: LibraryError.notPermitted) { try store.library.open(id, writable: true, truncate: false) }
+        #expect(throws: LibraryError.notPermitted) { try store.library.setAttributes(id, AttributeChanges(size: 0)) }
+        #expect(throws: LibraryError.notPermitted) { try store.library.setAttributes(id, AttributeChanges(mode: 0o600)) }
+        #expect(throws: LibraryError.notPermitted) {
+            try store.library.setExtendedAttribute(id, name("user.a"), [], mode: .createOrReplace)
+        }
+        #expect(throws: LibraryError.notPermitted) {
+            try store.library.createAsset(in: recentlyDeleted, named: name("new"), mode: 0o644, by: TestStore.owner)
+        }
+        #expect(throws: LibraryError.notPermitted) {
+            try store.library.link(id, into: try store.makeAlbum("A"), named: name("x"))
+        }
+        #expect(try store.read(id) == bytes("keep"))
+    }
+
+    @Test("update rule: the replaced asset goes to Recently Deleted with no albums; the new one keeps them")
+    func updateToRecentlyDeleted() throws {
+        let store = try TestStore()
+        let a = try store.makeAlbum("A")
+        let old = try store.createFile(a, "x.jpg", contents: bytes("old"))
+        let new = try store.createFile(a, ".x.jpg.tmp", contents: bytes("new"))
+        try store.rename(a, ".x.jpg.tmp", to: a, "x.jpg")
+        #expect(try store.id(a, "x.jpg") == new)
+        #expect(try store.id(roll, "x.jpg") == new)
+        #expect(try store.id(recentlyDeleted, "x.jpg") == old)
+        // Restored, it comes back to the roll only.
+        try store.rename(recentlyDeleted, "x.jpg", to: roll, "old.jpg")
+        #expect(try store.id(roll, "old.jpg") == old)
+        #expect(try store.names(a) == [name("x.jpg")])
+        #expect(try store.library.attributes(of: old).linkCount == 1)
+    }
+
+    @Test("expiry: an asset deleted longer ago than trash_days is purged when the store opens; a newer one stays")
+    func expiryAtOpen() throws {
+        let store = try TestStore(options: LibraryOptions(trashDays: 30, clockOffset: -31 * day))
+        let old = try store.createFile(roll, "old", contents: bytes("old"))
+        try store.unlink(roll, "old")
+        try store.reopen(options: LibraryOptions(trashDays: 30))
+        #expect(!store.exists(old), "deleted 31 days ago by the store's clock")
+        #expect(store.library.content.size(of: old) == nil)
+        let recent = try store.createFile(roll, "recent")
+        try store.unlink(roll, "recent")
+        try store.reopen(options: LibraryOptions(trashDays: 30))
+        #expect(try store.id(recentlyDeleted, "recent") == recent, "deleted just now")
+        // While open: the periodic check purges what expires.
+        #expect(try store.library.purgeExpired(batch: 500, at: currentTime() + 29 * day).isEmpty)
+        #expect(store.exists(recent))
+        let changes = try store.library.purgeExpired(batch: 500, at: currentTime() + 30 * day + 1)
+        #expect(!store.exists(recent))
+        #expect(changes.directories.contains(recentlyDeleted))
+    }
+
+    @Test("trash_days=0: no trash is offered, and what Recently Deleted held is purged at mount")
+    func noRetention() throws {
+        let store = try TestStore()
+        let id = try store.createFile(roll, "x")
+        try store.unlink(roll, "x")
+        try store.reopen(options: .purgeAtOnce)
+        #expect(!store.exists(id))
+        #expect(throws: LibraryError.notFound) {
+            try store.library.lookup(TestStore.root, name(".Trash-1000"), by: TestStore.owner)
+        }
+    }
+
+    @Test("fsck passes on a store with deleted, restored and purged assets")
+    func fsckKnowsRecentlyDeleted() throws {
+        let store = try TestStore()
+        let a = try store.makeAlbum("A")
+        for n in 0..<4 { try store.createFile(a, "p\(n)", contents: bytes("data \(n)")) }
+        try store.unlink(roll, "p0")
+        try store.unlink(roll, "p1")
+        try store.rename(recentlyDeleted, "p1", to: roll, "p1")
+        try store.unlink(roll, "p2")
+        try store.unlink(recentlyDeleted, "p2")
+        // The album of a deleted asset goes: restoring it later drops that membership, no error.
+        try store.unlink(a, "p3")
+        store.close()
+        let problems = try StoreChecker(location: store.location).check(repair: false)
+        #expect(problems.isEmpty, "\(problems)")
+    }
+}
+
+@Suite("The file manager's trash: .Trash-UID, files/, info/, expunged/")
+struct TrashTests {
+    let other = Caller(uid: 1001, gid: 1001)
+
+    @Test(".Trash-UID: found by lookup by its uid (owner, 0700), never listed, not made for another uid")
+    func lookupMakesTrash() throws {
+        let store = try TestStore()
+        #expect(throws: LibraryError.notFound) {
+            try store.library.lookup(TestStore.root, name(".Trash-1000"), by: other)
+        }
+        let attributes = try store.library.lookup(TestStore.root, name(".Trash-1000"), by: TestStore.owner)
+        #expect(attributes.kind == .trash && attributes.mode == 0o700 && attributes.uid == 1000)
+        #expect(try store.sortedNames(TestStore.root) == ["Albums", "Camera Roll", "Recently Deleted"])
+        #expect(try store.sortedNames(attributes.id) == ["expunged", "files", "info"])
+        // Once made, every lookup finds it (the kernel's permission check keeps others out).
+        #expect(try store.library.lookup(TestStore.root, name(".Trash-1000"), by: other).id == attributes.id)
+        #expect(throws: LibraryError.notFound) { try store.library.lookup(TestStore.root, name(".Trash-01000"), by: other) }
+        #expect(throws: LibraryError.notPermitted) {
+            try store.library.makeAlbum(in: TestStore.root, named: name(".Trash-1001"), mode: 0o700, by: other)
+        }
+    }
+
+    @Test("rm in the roll writes the .trashinfo GIO would, in the deleter's trash; restoring from Recently Deleted removes both")
+    func rmWritesTrashInfo() throws {
+        let store = try TestStore()
+        let id = try store.createFile(roll, "a b.jpg")
+        try store.createFile(roll, "c")
+        try store.unlink(roll, "a b.jpg")
+        let trash = try store.trash()
+        #expect(try store.id(trash.files, "a b.jpg") == id)
+        let info = try store.text(try store.id(trash.info, "a b.jpg.trashinfo")!)
+        #expect(info.hasPrefix("[Trash Info]\nPath=Camera%20Roll/a%20b.jpg\nDeletionDate=20"), "\(info)")
+        // Another deletion of that name: GIO's second name.
+        let second = try store.createFile(roll, "a b.jpg")
+        try store.unlink(roll, "a b.jpg")
+        #expect(try store.id(trash.files, "a b.2.jpg") == second)
+        #expect(try store.id(recentlyDeleted, "a b (2).jpg") == second)
+        try store.rename(recentlyDeleted, "a b.jpg", to: roll, "a b.jpg")
+        #expect(try store.sortedNames(trash.files) == ["a b.2.jpg"])
+        #expect(try store.sortedNames(trash.info) == ["a b.2.jpg.trashinfo"])
+    }
+
+    @Test("GIO's trash of a roll entry: exclusive info create, info written by rename-over, file renamed into files/")
+    func gioTrashFromRoll() throws {
+        let store = try TestStore()
+        let a = try store.makeAlbum("A")
+        let id = try store.createFile(a, "x.jpg", contents: bytes("photo"))
+        let trash = try store.trash()
+        // GIO: open(info/x.jpg.trashinfo, O_CREAT|O_EXCL), then g_file_set_contents.
+        try store.createFile(trash.info, "x.jpg.trashinfo")
+        #expect(throws: LibraryError.exists) {
+            try store.library.createAsset(in: trash.info, named: name("x.jpg.trashinfo"), mode: 0o644, by: TestStore.owner)
+        }
+        try store.createFile(trash.info, "x.jpg.trashinfo.AB12CD", contents: bytes("[Trash Info]\nPath=Camera%20Roll/x.jpg\n"))
+        try store.rename(trash.info, "x.jpg.trashinfo.AB12CD", to: trash.info, "x.jpg.trashinfo")
+        #expect(try store.sortedNames(trash.info) == ["x.jpg.trashinfo"])
+        #expect(try assetCount(store) == 1, "info files are no assets")
+        try store.rename(roll, "x.jpg", to: trash.files, "x.jpg")
+
+        #expect(try store.names(roll).isEmpty)
+        #expect(try store.names(a).isEmpty)
+        #expect(try store.id(recentlyDeleted, "x.jpg") == id)
+        #expect(try store.id(trash.files, "x.jpg") == id)
+        #expect(try store.sortedNames(trash.info) == ["x.jpg.trashinfo"], "albumfs writes no second info")
+        // Restore (GIO renames back, then deletes the info: already gone).
+        try store.rename(trash.files, "x.jpg", to: roll, "x.jpg")
+        #expect(try store.id(a, "x.jpg") == id)
+        #expect(try store.names(trash.files).isEmpty)
+        #expect(try store.names(trash.info).isEmpty)
+        #expect(try store.names(recentlyDeleted).isEmpty)
+    }
+
+    @Test("trash of an album entry removes that reference only; restore puts it back; emptying forgets it")
+    func trashAlbumEntry() throws {
+        let store = try TestStore()
+        let a = try store.makeAlbum("A")
+        let id = try store.createFile(a, "x", contents: bytes("x"))
+        let trash = try store.trash()
+        try store.rename(a, "x", to: trash.files, "x")
+        #expect(try store.names(a).isEmpty)
+        #expect(try store.id(roll, "x") == id)
+        #expect(try store.library.attributes(of: id).linkCount == 1)
+        try store.rename(trash.files, "x", to: a, "x")
+        #expect(try store.id(a, "x") == id)
+        #expect(try store.library.attributes(of: id).linkCount == 2)
+        // Again, then Empty Trash (GIO: rename into expunged/, then delete what is there).
+        try store.rename(a, "x", to: trash.files, "x")
+        try store.rename(trash.files, "x", to: trash.expunged, "12345")
+        #expect(try store.names(trash.expunged).isEmpty)
+        #expect(try store.names(trash.files).isEmpty)
+        #expect(try store.id(roll, "x") == id, "emptying the trash never deletes an asset in the roll")
+        #expect(store.library.content.size(of: id) == 1)
+    }
+
+    @Test("a trashed reference whose asset was deleted meanwhile cannot be restored until the asset is; it goes with the purge")
+    func trashedReferenceOfDeletedAsset() throws {
+        let store = try TestStore()
+        let a = try store.makeAlbum("A")
+        let id = try store.createFile(a, "x")
+        let trash = try store.trash()
+        try store.rename(a, "x", to: trash.files, "x")
+        try store.unlink(roll, "x")
+        #expect(try store.sortedNames(trash.files) == ["x", "x.2"], "the reference, and the deleted asset")
+        #expect(throws: LibraryError.notFound) { try store.rename(trash.files, "x", to: a, "x") }
+        try store.unlink(recentlyDeleted, "x")
+        #expect(try store.names(trash.files).isEmpty)
+        #expect(!store.exists(id))
+    }
+
+    @Test("trash of an album: gone with its entries and sub-albums (links drop), restored whole; emptying forgets it, no asset deleted")
+    func trashWholeAlbum() throws {
+        let store = try TestStore()
+        let trip = try store.makeAlbum("Trip")
+        let day1 = try store.makeAlbum(trip, "Day 1")
+        let p = try store.createFile(trip, "p")
+        let q = try store.createFile(day1, "q")
+        let trash = try store.trash()
+        try store.rename(TestStore.albums, "Trip", to: trash.files, "Trip")
+        #expect(try store.names(TestStore.albums).isEmpty)
+        #expect(try store.library.attributes(of: p).linkCount == 1)
+        #expect(try store.library.attributes(of: q).linkCount == 1)
+        #expect(throws: LibraryError.notPermitted) {
+            try store.library.createAsset(in: trip, named: name("new"), mode: 0o644, by: TestStore.owner)
+        }
+        // q is deleted while its album is in the trash: its restore brings it back there later.
+        try store.unlink(roll, "q")
+        try store.rename(trash.files, "Trip", to: TestStore.albums, "Trip")
+        #expect(try store.id(trip, "p") == p)
+        #expect(try store.id(trip, "Day 1") == day1)
+        #expect(try store.names(day1).isEmpty)
+        try store.rename(recentlyDeleted, "q", to: roll, "q")
+        #expect(try store.id(day1, "q") == q)
+
+        // Trash it again and empty the trash (rmdir of what appears empty, as rm -r does).
+        try store.rename(TestStore.albums, "Trip", to: trash.files, "Trip")
+        _ = try store.library.removeAlbum(trash.files, name("Trip"))
+        #expect(try store.names(trash.files).isEmpty)
+        #expect(!store.exists(trip) && !store.exists(day1))
+        #expect(try store.library.attributes(of: p).linkCount == 1 && store.exists(q))
+        store.close()
+        #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
+    }
+
+    @Test("unlink in files/ purges a deleted asset; expunged/ takes anything and shows nothing")
+    func emptyTrash() throws {
+        let store = try TestStore()
+        let id = try store.createFile(roll, "x", contents: bytes("gone"))
+        try store.unlink(roll, "x")
+        let trash = try store.trash()
+        try store.unlink(trash.files, "x")
+        #expect(!store.exists(id))
+        #expect(store.library.content.size(of: id) == nil)
+        #expect(try store.names(recentlyDeleted).isEmpty)
+        #expect(try store.names(trash.info).isEmpty)
+    }
+
+    @Test("300 assets deleted and purged: each delete and purge stays one transaction and fsck passes")
+    func manyDeletes() throws {
+        let store = try TestStore()
+        for n in 0..<300 { try store.createFile(roll, "p\(n)") }
+        for n in 0..<300 { try store.unlink(roll, "p\(n)") }
+        #expect(try store.names(recentlyDeleted).count == 300)
+        let trash = try store.trash()
+        #expect(try store.names(trash.files).count == 300)
+        for n in 0..<300 { try store.unlink(trash.files, "p\(n)") }
+        #expect(try store.names(recentlyDeleted).isEmpty)
+        store.close()
+        #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
+    }
+}
