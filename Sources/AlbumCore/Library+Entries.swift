@@ -34,7 +34,7 @@ extension Library {
                 // transaction, so a failure here commits nothing, and a crash
                 // before the commit leaves a file for an id the next mount's
                 // clean-up (or the next create, which reuses the id) takes back.
-                try m.content.create(id)
+                try m.createContent(id)
             }
             guard let attributes = try m.db.attributes(of: id) else { throw LibraryError.io(5) }
             return attributes

@@ -276,7 +276,7 @@ extension Mutation {
                                  contents: [UInt8] = []) throws -> NodeID {
         let id = try db.insertNode(kind: .sideFile, parent: nil, mode: mode, owner: owner, now: now)
         try db.insertEntry(directory, name, id)
-        try content.create(id, contents: contents)
+        try createContent(id, contents: contents)
         if !contents.isEmpty {
             try db.writeContentState(id, size: Int64(contents.count), modified: now, changed: now)
         }

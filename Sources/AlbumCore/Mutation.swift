@@ -15,6 +15,8 @@ struct Mutation {
     var changes = ChangeSet()
     /// Nodes deleted whose data the caller frees after the commit.
     var purged: [NodeID] = []
+    /// Content files made in this transaction: removed if it does not commit.
+    private(set) var createdContent: [NodeID] = []
     let roll = FixedNode.cameraRoll
     let recentlyDeleted = FixedNode.recentlyDeleted
 
@@ -49,6 +51,15 @@ struct Mutation {
         try touched(directory)
     }
 
+    /// A new node's content file. Data before the row that points at it: made
+    /// inside the transaction, and removed again if the transaction does not
+    /// commit (a failed COMMIT included), so no file is left for an id that
+    /// may later go to a directory.
+    mutating func createContent(_ id: NodeID, contents: [UInt8] = []) throws {
+        createdContent.append(id)
+        try content.create(id, contents: contents)
+    }
+
     /// Whether `album` is an album a user can reach (not inside a trashed one).
     func isLiveAlbum(_ album: NodeID) throws -> Bool {
         guard try db.kind(of: album) == .album else { return false }
@@ -68,12 +79,30 @@ extension Library {
                              _ body: (inout Mutation) throws -> T) throws(LibraryError) -> (T, ChangeSet) {
         let options = self.options
         let content = self.content
-        let (result, changes, purged) = try write(freesSpace: freesSpace) { db -> (T, ChangeSet, [NodeID]) in
-            var mutation = Mutation(db: db, now: time ?? options.now(), options: options, content: content, caller: caller)
-            let result = try body(&mutation)
-            return (result, mutation.changes, mutation.purged)
+        func attempt() throws(LibraryError) -> (T, ChangeSet, [NodeID]) {
+            var created: [NodeID] = []
+            do {
+                return try write { db -> (T, ChangeSet, [NodeID]) in
+                    var mutation = Mutation(db: db, now: time ?? options.now(), options: options, content: content, caller: caller)
+                    defer { created = mutation.createdContent }
+                    let result = try body(&mutation)
+                    return (result, mutation.changes, mutation.purged)
+                }
+            } catch {
+                for id in created { content.remove(id) }
+                throw error
+            }
         }
-        freeData(of: purged)
-        return (result, changes)
+        let result: (T, ChangeSet, [NodeID])
+        do {
+            result = try attempt()
+        } catch .noSpace where freesSpace && reserve.release() {
+            // A change that frees space may use the store's reserve: on a full
+            // disk it is given up and the change retried once, so that a full
+            // library can always be emptied.
+            result = try attempt()
+        }
+        freeData(of: result.2)
+        return (result.0, result.1)
     }
 }

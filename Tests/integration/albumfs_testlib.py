@@ -302,11 +302,14 @@ def content_usage(store) -> tuple[int, int]:
     return len(files), sum(os.lstat(path).st_size for path in files)
 
 
-def all_entries(mp) -> dict[bytes, int]:
-    """Every file entry below the mount (relative bytes path -> st_ino)."""
+def all_entries(mp, *, deleted: bool = False) -> dict[bytes, int]:
+    """Every file entry of the live library below the mount (relative bytes path -> st_ino);
+    with deleted=True, Recently Deleted's too."""
     out = {}
     root = os.fsencode(mp)
-    for dirpath, _dirs, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root):
+        if dirpath == root and not deleted:
+            dirs[:] = [d for d in dirs if d != b"Recently Deleted"]
         for name in files:
             p = os.path.join(dirpath, name)
             out[os.path.relpath(p, root)] = os.lstat(p).st_ino

@@ -197,14 +197,16 @@ def test_disk_full_library_can_be_reopened_and_emptied(mount_factory, tmp_path):
 @pytest.mark.skipif(not AS_ROOT, reason="mounting a tmpfs needs root")
 @pytest.mark.mount_timeout(120)
 def test_disk_full_delete_through_the_live_mount(mount_factory, tmp_path):
-    """Disk full: on the full mount itself, `rm` of photos works (frees space), and a write then
-    succeeds again."""
+    """Disk full: on the full mount itself, `rm` of photos works (to Recently Deleted), `rm` there
+    purges them and frees their space (SEMANTICS.md § Recently Deleted), and a write then succeeds
+    again."""
     with store_on_small_disk(mount_factory, tmp_path) as (m, disk, album):
         done, seen = fill(m, album)
         assert set(seen) == {"ENOSPC"}, seen
         try:
             for n in sorted(n for n in done if n.startswith("big"))[:5]:
                 os.unlink(m.roll / n)
+                os.unlink(m.mp / "Recently Deleted" / n)
         except OSError as e:
             pytest.fail(f"rm of a photo on a full disk failed with {errno.errorcode.get(e.errno)}: the "
                         "library cannot be freed from inside", pytrace=False)

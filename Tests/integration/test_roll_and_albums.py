@@ -191,7 +191,8 @@ def test_rm_album_entry_removes_reference_only(mount, tmp_path):
 
 
 def test_rm_roll_entry_deletes_everywhere_and_frees_content(mount):
-    """Item 6: rm roll/a.jpg → at once gone from the roll and every album; its content is freed."""
+    """SEMANTICS.md § Recently Deleted: rm roll/a.jpg → at once gone from the roll and every album,
+    in Recently Deleted (same inode, nlink 1, still counted by statfs); rm there frees its content."""
     a_data, b_data = payload(70_000, "a"), payload(30_000, "b")
     trip, best = mount.albums / "Trip", mount.albums / "Best"
     os.mkdir(trip)
@@ -215,9 +216,19 @@ def test_rm_roll_entry_deletes_everywhere_and_frees_content(mount):
     expect_errno(errno.ENOENT, os.stat, best / "best.jpg")
     expect_errno(errno.ENOENT, os.stat, mount.roll / "a.jpg")
     assert a_ino not in all_entries(mount.mp).values()
-    count, size = content_usage(mount.store)
-    assert count == 1 and size <= before[1] - len(a_data), "the deleted asset's content must be freed"
+    deleted = mount.mp / "Recently Deleted" / "a.jpg"
+    assert ino(deleted) == a_ino and nlink(deleted) == 1
+    assert read(deleted) == a_data
+    files = os.statvfs(mount.mp)
+    assert files.f_files - files.f_ffree == 2, "statfs counts a deleted asset until it is purged"
     assert nlink(trip / "b.jpg") == 2
+
+    run(["rm", deleted])
+    assert names(mount.mp / "Recently Deleted") == []
+    count, size = content_usage(mount.store)
+    assert count == 1 and size <= before[1] - len(a_data), "the purged asset's content must be freed"
+    files = os.statvfs(mount.mp)
+    assert files.f_files - files.f_ffree == 1
 
 
 def test_names_a_lookup_missed_appear_once_made(mount):
