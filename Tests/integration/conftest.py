@@ -19,7 +19,8 @@ Run:   python3 -m pytest Tests/integration          (as root, as CI does, or as 
   test ran (a vanished FUSE mount makes later writes land in the underlying
   directory and pass for the wrong reason).
 - Fixture `mount_factory` (function scope): `new(name, store=None, mp=None, options=None,
-  start=True)` makes more such mounts (own store and mount point, default under
+  start=True, uid=None, env=None, base=None)` makes more such mounts (uid: the daemon runs as
+  that user; env: added to its environment) (own store and mount point, default under
   tmp_path/name), for tests that need several stores or a store/mount point in a
   particular place (a small tmpfs, a directory other users can traverse). Every one is
   watched and cleaned up like `mount`.
@@ -110,7 +111,7 @@ class Mount:
     """One store and one mount point; the daemon runs in the foreground (-f)."""
 
     def __init__(self, base: Path, store: Path | None = None, mp: Path | None = None,
-                 make_store: bool = True):
+                 make_store: bool = True, uid: int | None = None, env: dict | None = None):
         self.base = base
         self.store = store if store is not None else base / "store"
         self.mp = mp if mp is not None else base / "mnt"
@@ -119,6 +120,14 @@ class Mount:
         if make_store:
             self.store.mkdir(parents=True, exist_ok=True)
         self.mp.mkdir(parents=True, exist_ok=True)
+        # uid: run the daemon as that user (uid = gid, no other groups), as a user's own mount.
+        self.uid = uid
+        # env: added to the daemon's environment (e.g. ALBUMFS_CLOCK_OFFSET).
+        self.env = dict(env or {})
+        if uid is not None:
+            for p in (self.store, self.mp):
+                if p.exists():
+                    os.chown(p, uid, uid)
         self.proc: subprocess.Popen | None = None
         self.abort_file: str | None = None   # fusectl abort file of the current connection
         self.expect_mounted = False
@@ -148,12 +157,15 @@ class Mount:
         options = EXTRA_MOUNT_OPTIONS + (options or [])
         if options:
             cmd += ["-o", ",".join(options)]
+        env = {**os.environ, **self.env}
+        if self.uid is not None:
+            cmd = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *cmd]
         with open(self.log, "ab") as log:
             log.write(f"\n===== start #{self.starts}: {' '.join(cmd)}\n".encode())
             log.flush()
             with self._lock:
                 self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT)
+                                             stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + MOUNT_WAIT
         while not is_mounted(self.mp):
             rc = self.proc.poll()
@@ -304,8 +316,9 @@ def mount_factory(tmp_path, request):
             m.watchdog()
 
     def new(name: str, store: Path | None = None, mp: Path | None = None,
-            options: list[str] | None = None, start: bool = True, make_store: bool = True) -> Mount:
-        m = Mount(tmp_path / name, store=store, mp=mp, make_store=make_store)
+            options: list[str] | None = None, start: bool = True, make_store: bool = True,
+            uid: int | None = None, env: dict | None = None, base: Path | None = None) -> Mount:
+        m = Mount(base or tmp_path / name, store=store, mp=mp, make_store=make_store, uid=uid, env=env)
         made.append(m)
         if start:
             m.start(options)

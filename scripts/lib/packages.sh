@@ -2,11 +2,14 @@
 # Sourced by scripts/run and scripts/test.
 
 ALBUMFS_PACKAGES=(libfuse3-dev fuse3 libsqlite3-dev pkg-config rsync attr psmisc util-linux)
+# For the tests of the file manager's trash: GIO's gio tool and GVfs's trash backend.
+ALBUMFS_TEST_PACKAGES=(libglib2.0-bin gvfs gvfs-daemons dbus)
 
 # Installs whatever is missing when root; otherwise prints the one command to run.
+# ensure_packages [EXTRA…]: ALBUMFS_PACKAGES and the extra ones.
 ensure_packages() {
     local missing=()
-    for package in "${ALBUMFS_PACKAGES[@]}"; do
+    for package in "${ALBUMFS_PACKAGES[@]}" "$@"; do
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
     done
     ((${#missing[@]} == 0)) && return 0
