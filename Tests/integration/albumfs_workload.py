@@ -28,7 +28,7 @@ WORKERS = 4
 SHARED_ALBUMS = ["Albums/Shared0", "Albums/Shared1", "Albums/Trips/2024/Paris"]
 # The workload's operations and their relative frequencies.
 OPS = {"create_album": 30, "create_roll": 8, "rename": 10, "move": 10, "rm_ref": 5, "overwrite": 8,
-       "update": 6, "ln": 6, "rm_link": 3, "delete": 4, "mkdir": 2}
+       "update": 6, "ln": 6, "rm_link": 3, "delete": 4, "restore": 3, "purge": 2, "mkdir": 2}
 for _op in filter(None, os.environ.get("ALBUMFS_CRASH_WITHOUT", "").split(",")):
     OPS.pop(_op.strip())   # to isolate a failure: e.g. ALBUMFS_CRASH_WITHOUT=overwrite,update
 UNIQUE = itertools.count(1)   # suffixes for new names: a name is never used twice
@@ -56,6 +56,10 @@ class State:
     gone: tuple[int, ...] = ()
     absent: tuple[str, ...] = ()
     in_album: bool = True   # created in an album (else in the roll); decides the allowed ops
+    # In Recently Deleted (in_roll False): its asset must be there, and nowhere live;
+    # restore_paths: the roll and album entries a restore brings back.
+    deleted: bool = False
+    restore_paths: tuple[str, ...] = ()
 
     def __post_init__(self):
         # A path the file holds again (ln after rm of the same link) is no longer absent.
@@ -175,6 +179,7 @@ class Workload:
             mine = [f for f in self.model.files if f.owner == w and f.history and f.history[-1][0] is not None]
             album_files = [f for f in mine if f.state.in_album and f.state.paths]
             roll_files = [f for f in mine if not f.state.in_album and f.state.in_roll]
+            deleted_files = [f for f in mine if f.state.deleted]
             op = rng.choices(list(OPS), weights=list(OPS.values()))[0]
             what = op
             try:
@@ -249,11 +254,26 @@ class Workload:
                         os.unlink(self.p(link))
                         f.done(State(paths=tuple(x for x in s.paths if x != link), ino=s.ino, sha=s.sha,
                                      in_album=False, absent=s.absent + (link,)))
-                    else:  # delete the asset: it leaves the roll and every album
+                    else:  # delete the asset: it leaves the roll and every album, to Recently Deleted
                         f.begin()
                         os.unlink(self.p(roll_rel))
                         f.done(State(paths=(), ino=s.ino, sha=s.sha, in_roll=False, in_album=False,
-                                     absent=s.absent + s.paths))
+                                     absent=s.absent + s.paths, deleted=True, restore_paths=s.paths))
+                elif op in ("restore", "purge") and deleted_files:
+                    f = rng.choice(deleted_files)
+                    s = f.state
+                    name = recently_deleted_name(self.mp, s.ino)
+                    what = f"{op} Recently Deleted/{name} ({s.restore_paths[0]})"
+                    f.begin()
+                    if op == "restore":
+                        # Back into the roll under its old name, and into its albums.
+                        os.rename(self.p(f"Recently Deleted/{name}"), self.p(s.restore_paths[0]))
+                        f.done(State(paths=s.restore_paths, ino=s.ino, sha=s.sha, in_album=False,
+                                     absent=tuple(a for a in s.absent if a not in s.restore_paths)))
+                    else:
+                        os.unlink(self.p(f"Recently Deleted/{name}"))
+                        f.done(State(paths=(), ino=s.ino, sha=s.sha, in_roll=False, in_album=False,
+                                     absent=s.absent))
                 elif op == "mkdir":
                     parent = rng.choice(["Albums", "Albums/Shared0"])
                     k += 1
@@ -341,6 +361,18 @@ class Workload:
 # --- the checks -------------------------------------------------------------------------
 
 
+def recently_deleted_name(mp, ino: int) -> str:
+    """The name under which Recently Deleted shows inode `ino` (the roll's name, or a (n) form)."""
+    directory = os.path.join(mp, "Recently Deleted")
+    for name in os.listdir(directory):
+        try:
+            if os.lstat(os.path.join(directory, name)).st_ino == ino:
+                return name
+        except FileNotFoundError:
+            continue   # another worker restored or purged its own file meanwhile
+    raise AssertionError(f"inode {ino} is not in Recently Deleted")
+
+
 def read_all(path: str) -> tuple[int, str]:
     h = hashlib.sha256()
     n = 0
@@ -397,6 +429,19 @@ def check_library(mp, model: Model) -> dict:
         if st.st_nlink != want:
             problems.append(f"Camera Roll/{ns[0]}: st_nlink {st.st_nlink}, but 1 + {want - 1} album entries")
 
+    recently_deleted: dict[int, str] = {}
+    deleted_dir = os.path.join(mp, "Recently Deleted")
+    for name in os.listdir(deleted_dir):
+        st = os.lstat(os.path.join(deleted_dir, name))
+        if st.st_ino in recently_deleted:
+            problems.append(f"inode {st.st_ino} is in Recently Deleted twice")
+        recently_deleted[st.st_ino] = name
+        if st.st_ino in roll or st.st_ino in album_refs:
+            problems.append(f"Recently Deleted/{name}: inode {st.st_ino} is also live at "
+                            f"{roll.get(st.st_ino, []) + album_refs.get(st.st_ino, [])}")
+        if st.st_nlink != 1:
+            problems.append(f"Recently Deleted/{name}: st_nlink {st.st_nlink}, want 1")
+
     everywhere = set(roll) | set(album_refs)
     checked = 0
     for a in model.albums:
@@ -429,6 +474,15 @@ def check_library(mp, model: Model) -> dict:
             if not s.in_roll and ino in everywhere:
                 problems.append(f"{f.name} (inode {ino}): deleted before the kill, but still at "
                                 f"{roll.get(ino, []) + album_refs.get(ino, [])}")
+            if s.deleted:
+                name = recently_deleted.get(ino)
+                if name is None:
+                    problems.append(f"{f.name} (inode {ino}): deleted before the kill, but not in Recently Deleted")
+                elif read_all(os.path.join(deleted_dir, name))[1] != s.sha:
+                    problems.append(f"Recently Deleted/{name}: content differs")
+            elif ino in recently_deleted:
+                problems.append(f"{f.name} (inode {ino}): in Recently Deleted as {recently_deleted[ino]}, "
+                                f"but its last operation {'restored' if s.in_roll else 'purged'} it")
         for g in s.gone:
             if g in everywhere:
                 problems.append(f"{f.name}: inode {g}, replaced by an update before the kill, is still at "

@@ -2,8 +2,8 @@
 
 Each iteration mounts a fresh store, gives every worker a few committed files, then runs a
 workload of parallel threads (Python writers doing open/write/close, renames within and
-between albums, rm of album entries, rm of roll entries, ln, overwrites in place and
-safe-save updates, mkdir of albums) plus a thread that runs real `cp` into albums, and
+between albums, rm of album entries, rm of roll entries (to Recently Deleted), restores and
+purges from Recently Deleted, ln, overwrites in place and safe-save updates, mkdir of albums) plus a thread that runs real `cp` into albums, and
 SIGKILLs the daemon at a random moment (0.05-1.0 s in). After `fusermount3 -uz` and a
 remount it checks:
 
@@ -11,6 +11,9 @@ remount it checks:
   exit) before the kill is where that operation left it, with identical content, and its
   asset is in the roll with the same st_ino; files and inodes an operation moved away or
   deleted are gone; albums whose mkdir returned exist;
+- every asset is in exactly one of the roll, Recently Deleted (st_nlink 1, its content intact)
+  or purged, as the last returned delete, restore or purge left it, with its albums back after
+  a restore (SEMANTICS.md § Recently Deleted);
 - nothing is half-linked: every inode in an album is in the roll, each exactly once, and
   st_nlink = 1 + the number of album entries;
 - every file reads back completely (st_size bytes, no error);
