@@ -90,6 +90,7 @@ extension Library {
             if childKind == .sideFile {
                 try m.removeSideFile(parent, name, child)
                 m.changes.dropEntry(parent, name)
+                m.changes.handledByKernel(directories: [parent], node: child)
                 return
             }
             switch policy.removal {
@@ -99,18 +100,29 @@ extension Library {
             case .expunge: try m.expunge(parent, name)
             case .refused: throw LibraryError.notPermitted
             }
+            m.changes.dropEntry(parent, name)
+            m.changes.handledByKernel(directories: [parent], node: child)
         }.1
     }
 
-    /// Frees the data of nodes whose deletion has committed. A failure here
-    /// loses nothing: the purge stays pending and the next mount retries it.
+    /// Frees the data of nodes whose deletion has committed. Their
+    /// `pending_purges` rows go with the next change's transaction (not one
+    /// more transaction per delete); until then, or after a crash, they only
+    /// make the next mount's recovery remove files that are gone already.
     func freeData(of ids: [NodeID]) {
         guard !ids.isEmpty else { return }
         for id in ids { content.remove(id) }
-        _ = try? write(freesSpace: true) { db in
-            for id in ids { try db.purgeDone(id) }
-        }
+        freedData.withLock { $0 += ids }
         reserve.take()
+    }
+
+    /// In a change's transaction: the pending purges whose data is freed.
+    func forgetFreedData(_ db: Database) throws {
+        let freed = freedData.withLock { freed in
+            defer { freed = [] }
+            return freed
+        }
+        for id in freed { try db.purgeDone(id) }
     }
 
     /// `rmdir`: removes an empty album; in a trash's files/, a trashed album

@@ -17,7 +17,9 @@ extension Library {
         if flags.contains(.exchange) { throw .invalidArgument }
         try Names.validate(newName)
         return try mutate(by: caller) { m in
+            let source = try m.db.child(of: oldParent, named: oldName)
             try m.rename(oldParent, oldName, to: newParent, newName, noReplace: flags.contains(.noReplace))
+            m.changes.handledByKernel(directories: [oldParent, newParent], node: source)
         }.1
     }
 }

@@ -20,6 +20,8 @@ public final class Library: Sendable {
     let database: Mutex<Database>
     let openFiles = OpenFiles()
     let reserve: SpaceReserve
+    /// Purged nodes whose data is freed and whose pending_purges row is not yet gone.
+    let freedData = Mutex<[NodeID]>([])
 
     /// Opens (creating on first use) the store at `location`. The first opener
     /// owns the fixed directories. Throws `.unusableStore` with a one-line

@@ -142,6 +142,16 @@ public struct ChangeSet: Sendable, Equatable {
     mutating func dropEntry(_ directory: NodeID, _ name: Name) {
         entries.removeAll { $0.directory == directory && $0.name == name }
     }
+    /// What the kernel refreshes itself after the request it sent: the
+    /// attributes and listing of the directories it named, and the
+    /// attributes of the node it unlinked or moved (see fuse_dir_changed and
+    /// fuse_invalidate_attr in fs/fuse/dir.c).
+    mutating func handledByKernel(directories handled: [NodeID], node: NodeID?) {
+        for directory in handled where seenDirectories.remove(directory) != nil {
+            directories.removeAll { $0 == directory }
+        }
+        if let node, seen.remove(node) != nil { nodes.removeAll { $0 == node } }
+    }
     mutating func merge(_ other: ChangeSet) {
         entries += other.entries
         for id in other.nodes { node(id) }

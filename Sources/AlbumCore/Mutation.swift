@@ -17,6 +17,7 @@ struct Mutation {
     var purged: [NodeID] = []
     /// Content files made in this transaction: removed if it does not commit.
     private(set) var createdContent: [NodeID] = []
+    private var touchedDirectories = Set<NodeID>()
     let roll = FixedNode.cameraRoll
     let recentlyDeleted = FixedNode.recentlyDeleted
 
@@ -39,9 +40,9 @@ struct Mutation {
         return kind
     }
 
-    /// A directory's entries changed.
+    /// A directory's entries changed (its times are written once per change).
     mutating func touched(_ directory: NodeID) throws {
-        try db.touchDirectory(directory, now: now)
+        if touchedDirectories.insert(directory).inserted { try db.touchDirectory(directory, now: now) }
         changes.directory(directory)
     }
 
@@ -83,6 +84,7 @@ extension Library {
             var created: [NodeID] = []
             do {
                 return try write { db -> (T, ChangeSet, [NodeID]) in
+                    try forgetFreedData(db)
                     var mutation = Mutation(db: db, now: time ?? options.now(), options: options, content: content, caller: caller)
                     defer { created = mutation.createdContent }
                     let result = try body(&mutation)

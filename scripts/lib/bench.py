@@ -650,6 +650,68 @@ class Bench:
                             f"{self.random_seconds} 42" for side, root in self.sides.items()},
                      kind="iops", before=lambda side: self.drop_caches(), bar="≥ 0.8")
 
+    def w6_recently_deleted(self):
+        """Deleting is forgiving and must stay cheap: a delete and a restore are one transaction
+        however many albums hold the photo; Recently Deleted lists as fast as any directory; a
+        file manager's Empty Trash of many items is quick. Plain's counterpart of a delete is a
+        move into a trash directory and back."""
+        log("W6 Recently Deleted")
+        n = min(500, self.photos)
+        names = sorted(os.listdir(os.path.join(self.plain, "Albums", "Import")))[:n]
+        plain_trash = os.path.join(self.work, "plain-trash")
+        os.makedirs(plain_trash, exist_ok=True)
+        script = os.path.join(self.work, "w6.py")
+        with open(script, "w") as f:
+            f.write("import os, sys\n"
+                    "side, roll, trash, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]\n"
+                    "for n in names:\n"
+                    "    if side == 'albumfs':\n"
+                    "        os.unlink(os.path.join(roll, n))\n"
+                    "    else:\n"
+                    "        os.rename(os.path.join(roll, n), os.path.join(trash, n))\n"
+                    "    os.rename(os.path.join(trash, n), os.path.join(roll, n))\n")
+        trash = {"plain": plain_trash, "albumfs": os.path.join(self.mnt, "Recently Deleted")}
+        for albums in (1, 20):
+            for side, root in self.sides.items():
+                # The photos are in Albums/Import; add them to more albums (not timed).
+                for k in range(1, albums):
+                    album = os.path.join(root, "Albums", f"W6-{k}")
+                    if not os.path.isdir(album):
+                        os.mkdir(album)
+                        for name in names:
+                            os.link(os.path.join(root, "Albums", "Import", name), os.path.join(album, name))
+            self.measure(f"W6 rm + restore of {n} photos, each in {albums} album{'s' if albums > 1 else ''} "
+                         f"(plain: mv to a trash dir and back)",
+                         {side: f"python3 {q(script)} {side} {q(os.path.join(root, 'Camera Roll'))} "
+                                f"{q(trash[side])} " + " ".join(q(x) for x in names)
+                          for side, root in self.sides.items()})
+        # Every photo is back where it was, in every album (not timed).
+        for name in names:
+            if os.lstat(os.path.join(self.mnt, "Camera Roll", name)).st_nlink != 21:
+                self.problem(f"W6: {name} is not back in its 20 albums after the restores")
+                break
+
+        # Delete the big album's assets (not timed): Recently Deleted and the trash fill up.
+        big = {side: os.path.join(root, "Albums", "Big") for side, root in self.sides.items()}
+        count = len(os.listdir(big["albumfs"]))
+        for side, root in self.sides.items():
+            for name in os.listdir(big[side]):
+                if side == "albumfs":
+                    os.unlink(os.path.join(root, "Camera Roll", name))
+                else:
+                    os.rename(os.path.join(root, "Camera Roll", name), os.path.join(plain_trash, name))
+                    os.unlink(os.path.join(big[side], name))
+        listings = {side: f"ls -l {q(trash[side])} > /dev/null" for side in self.sides}
+        self.measure(f"W6 warm ls -l Recently Deleted of {count} (plain: a dir of {count})", listings,
+                     before=lambda side: self.sh(listings[side]), bar="≤ 1.5")
+        files = {"plain": plain_trash, "albumfs": os.path.join(self.mnt, f".Trash-{os.getuid()}", "files")}
+        empties = {side: f"find {q(files[side])} -mindepth 1 -delete" for side in self.sides}
+        self.measure(f"W6 Empty Trash of {count} photos deleted with rm (find -delete in the trash's files/)",
+                     empties, rounds=1, bar="< 10 s")
+        left = os.listdir(trash["albumfs"])
+        if left:
+            self.problem(f"W6: Recently Deleted still holds {len(left)} after emptying the trash")
+
     # ----- scale
 
     def scale(self):
@@ -740,6 +802,7 @@ class Bench:
             peak = self.mount.status("VmHWM")
             rss = self.mount.status("VmRSS")
             self.w5_random()
+            self.w6_recently_deleted()
             peak_all = self.mount.status("VmHWM")
             self.mount.unmount()
             self.rss_line = (f"daemon peak RSS (VmHWM) over W1–W4: {peak / 1024:.1f} MiB (bar ≤ 100 MiB)"
