@@ -16,8 +16,7 @@ final class ExpiryTimer: @unchecked Sendable {
             guard let fileSystem, !fileSystem.library.isReadOnly else { return }
             do throws(LibraryError) {
                 let changes = try fileSystem.library.purgeExpired()
-                fileSystem.invalidator.beforeReply(changes)
-                fileSystem.invalidator.afterReply(changes)
+                fileSystem.invalidator.invalidate(changes)
             } catch {
                 Log.error("purging expired assets failed: \(error)")
             }

@@ -10,17 +10,18 @@
 // kernel for `timeouts` (long); misses are not cached. Whatever a
 // request changes in the directories it names the kernel updates itself;
 // what changes elsewhere (a create in an album adds a roll entry, a delete
-// from the roll removes album entries, an update moves album entries to
-// another asset) comes back from the library as a ChangeSet, which the
-// Invalidator sends to the kernel: attributes and listings before the reply,
-// names after it.
+// from the roll removes album entries and adds one to Recently Deleted, an
+// update moves album entries to another asset) comes back from the library
+// as a ChangeSet, which the Invalidator sends to the kernel before the
+// reply, so that every path shows the change once the call returned.
 //
 // Deadlocks. The kernel handles a notification synchronously inside the
 // write to /dev/fuse. A name invalidation locks the name's directory, which
-// a request in flight may hold while it waits for our reply: those are
-// never sent from a request's thread or under a library lock, but queued and
-// sent by a dedicated queue after the reply. Attribute and listing
-// invalidations take no directory lock and are sent before the reply.
+// a request in flight may hold while it waits for a lock our request holds
+// (a rename locks both its directories): those are sent from a thread of
+// their own, never under a library lock, and waited for only for a bounded
+// time (Invalidator.swift). Attribute and listing invalidations take no
+// directory lock and are sent from the request's thread.
 //
 // Each callback decodes its arguments, calls one Library method, and sends
 // exactly one reply; errors become errno in one place (Errno.swift).

@@ -3,24 +3,27 @@ import CFuse3
 import Dispatch
 import Synchronization
 
-/// Tells the kernel what a ChangeSet made stale, in two steps around the reply:
+/// Tells the kernel what a ChangeSet made stale, before the reply, so that
+/// whatever runs after the call returned sees its effect everywhere
+/// (SEMANTICS.md § Visibility):
 ///
-/// - before the reply, on the request's thread: cached attributes and
-///   directory listings (`notify_inval_inode`). The kernel takes no directory
-///   lock for these, so this cannot deadlock, and the caller's next `ls` or
-///   `stat` is sure to see the change;
-/// - after the reply, from a serial queue: cached names
-///   (`notify_inval_entry`). The kernel locks the entry's directory for
-///   these, which a request in flight may hold while it waits for us, so
-///   they must never be sent from a request's thread (see FileSystem.swift).
-///   Until one lands, a stale name can still resolve, but its attributes are
-///   already gone, so the next stat asks us and gets ENOENT.
+/// - cached attributes and directory listings (`notify_inval_inode`), on the
+///   request's own thread: the kernel takes no directory lock for these;
+/// - cached names (`notify_inval_entry`): the kernel locks the name's
+///   directory for these, and a request in flight may hold that lock while
+///   it waits for a lock our own request holds (a rename locks both its
+///   directories), so they are sent from a thread of their own and waited
+///   for only up to `nameBound`. Past the bound the reply goes anyway (the
+///   invalidation lands as soon as the other request can finish, which our
+///   reply lets it do); how often that happened is logged at unmount.
 final class Invalidator: Sendable {
-    /// The session, behind its own lock. Never reach it through `queue`: the
-    /// queue may be blocked in the kernel on a directory lock that the very
-    /// request calling `beforeReply` holds.
+    /// The session, behind its own lock.
     private let session = Mutex<Session?>(nil)
-    private let queue = DispatchQueue(label: "albumfs.invalidations")
+    private let senders = DispatchQueue(label: "albumfs.invalidations", attributes: .concurrent)
+    private let inFlight = DispatchGroup()
+    static let nameBound: DispatchTimeInterval = .milliseconds(25)
+    private let nameBatches = Atomic<Int>(0)
+    private let lateBatches = Atomic<Int>(0)
 
     /// libfuse's session pointer; libfuse allows notifications from any thread.
     private struct Session: @unchecked Sendable {
@@ -29,8 +32,8 @@ final class Invalidator: Sendable {
 
     func attach(_ pointer: OpaquePointer) { session.withLock { $0 = Session(pointer: pointer) } }
 
-    /// Step one: before the reply.
-    func beforeReply(_ changes: ChangeSet) {
+    /// Everything `changes` made stale, before the request's reply.
+    func invalidate(_ changes: ChangeSet) {
         guard let session = session.withLock({ $0?.pointer }) else { return }
         for node in changes.nodes {
             // A negative offset drops the cached attributes only.
@@ -40,6 +43,28 @@ final class Invalidator: Sendable {
             // Offset 0, length 0: attributes and every cached page, which for
             // a directory is its cached listing.
             _ = fuse_lowlevel_notify_inval_inode(session, directory, 0, 0)
+        }
+        guard !changes.entries.isEmpty else { return }
+        let sent = DispatchSemaphore(value: 0)
+        inFlight.enter()
+        senders.async { [self] in
+            defer { inFlight.leave() }
+            if let session = self.session.withLock({ $0?.pointer }) {
+                for entry in changes.entries {
+                    entry.name.withUnsafeBufferPointer { name in
+                        name.withMemoryRebound(to: CChar.self) { chars in
+                            _ = fuse_lowlevel_notify_inval_entry(session, entry.directory, chars.baseAddress, chars.count)
+                        }
+                    }
+                }
+            }
+            sent.signal()
+        }
+        nameBatches.add(1, ordering: .relaxed)
+        // Two requests that each wait for a name in the other's directory
+        // both sit out the bound, then reply: it is short for that reason.
+        if sent.wait(timeout: .now() + Self.nameBound) == .timedOut {
+            lateBatches.add(1, ordering: .relaxed)
         }
     }
 
@@ -71,24 +96,14 @@ final class Invalidator: Sendable {
         }
     }
 
-    /// Step two: after the reply.
-    func afterReply(_ changes: ChangeSet) {
-        guard !changes.entries.isEmpty else { return }
-        queue.async { [self] in
-            guard let session = session.withLock({ $0?.pointer }) else { return }
-            for entry in changes.entries {
-                entry.name.withUnsafeBufferPointer { name in
-                    name.withMemoryRebound(to: CChar.self) { chars in
-                        _ = fuse_lowlevel_notify_inval_entry(session, entry.directory, chars.baseAddress, chars.count)
-                    }
-                }
-            }
-        }
-    }
-
-    /// Waits for queued notifications, then stops sending (before the session goes).
+    /// Waits for notifications under way, then stops sending (before the session goes).
     func drain() {
-        queue.sync {}
+        _ = inFlight.wait(timeout: .now() + .seconds(10))
         session.withLock { $0 = nil }
+        let late = lateBatches.load(ordering: .relaxed)
+        if late > 0 {
+            Log.error("\(late) of \(nameBatches.load(ordering: .relaxed)) requests replied before their name "
+                      + "invalidations landed (another request held the directory)")
+        }
     }
 }

@@ -36,18 +36,16 @@ extension Operations {
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.removeAlbum(parent, name(rawName), by: caller(req))
-                fs.invalidator.beforeReply(changes)
+                fs.invalidator.invalidate(changes)
                 fuse_reply_err(req, 0)
-                fs.invalidator.afterReply(changes)
             }
         }
         ops.unlink = { req, parent, rawName in
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.unlink(parent, name(rawName), by: caller(req))
-                fs.invalidator.beforeReply(changes)
+                fs.invalidator.invalidate(changes)
                 fuse_reply_err(req, 0)
-                fs.invalidator.afterReply(changes)
             }
         }
         ops.rename = { req, parent, rawName, newParent, newName, flags in
@@ -55,9 +53,8 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.rename(parent, name(rawName), to: newParent, name(newName),
                                                     flags: Library.RenameFlags(rawValue: flags), by: caller(req))
-                fs.invalidator.beforeReply(changes)
+                fs.invalidator.invalidate(changes)
                 fuse_reply_err(req, 0)
-                fs.invalidator.afterReply(changes)
             }
         }
         ops.link = { req, ino, newParent, newName in

@@ -14,7 +14,7 @@ extension Operations {
                 let file = try fs.library.openCreated(attributes)
                 fi!.pointee.fh = Operations.handle(for: file)
                 var e = fs.entry(for: attributes)
-                fs.invalidator.beforeReply(changes)
+                fs.invalidator.invalidate(changes)
                 let sent: Int32
                 if let backing = fs.backing(file, fi) {
                     sent = albumfs_reply_create_backed(req, &e, fi, backing)
@@ -22,7 +22,6 @@ extension Operations {
                     sent = fuse_reply_create(req, &e, fi)
                 }
                 if sent != 0 { fs.forgetUnsent(fi) }
-                fs.invalidator.afterReply(changes)
             }
         }
         ops.open = { req, ino, fi in

@@ -1,0 +1,72 @@
+"""SEMANTICS.md § Visibility: when a call returns, every path shows its effect, also names in
+other directories that the call changed. Every check runs right after the call returned, with
+no retry and no sleep: the kernel's caches were filled with the old names first."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from albumfs_testlib import expect_errno, ino, names, write
+
+CYCLES = 250   # × 4 operations
+
+
+def test_a_thousand_changes_are_visible_everywhere_at_once(mount):
+    """1,000 updates, deletes, restores and creates in a row, each followed at once by a stat or
+    listdir of every name it changed in another directory: zero stale answers."""
+    a, b = mount.albums / "A", mount.albums / "B"
+    a.mkdir()
+    b.mkdir()
+    deleted = mount.mp / "Recently Deleted"
+    stale = []
+
+    def check(what, condition):
+        if not condition:
+            stale.append(what)
+
+    for i in range(CYCLES):
+        x, y, z = f"x{i}.jpg", f"y{i}.jpg", f"z{i}.jpg"
+        write(a / x, b"old")
+        os.link(a / x, b / x)
+        write(a / y, b"y")
+        os.link(a / y, b / y)
+        # Fill the kernel's caches with what is about to change.
+        old = ino(b / x)
+        ino(mount.roll / x), ino(a / y), ino(b / y), ino(mount.roll / y)
+        names(b), names(mount.roll), names(deleted)
+
+        # 1. An update in A: B's entry and the roll's are handed to the new asset.
+        write(a / f".{x}.tmp", b"new")
+        os.rename(a / f".{x}.tmp", a / x)
+        new = ino(a / x)
+        check(f"update {x}: B/{x}", ino(b / x) == new)
+        check(f"update {x}: roll", ino(mount.roll / x) == new)
+        check(f"update {x}: Recently Deleted", ino(deleted / x) == old)
+
+        # 2. A delete from the roll: gone from both albums, in Recently Deleted.
+        os.unlink(mount.roll / y)
+        for p in (a / y, b / y):
+            try:
+                os.stat(p)
+                stale.append(f"delete {y}: {p} still there")
+            except FileNotFoundError:
+                pass
+        check(f"delete {y}: listing of B", y not in names(b))
+        check(f"delete {y}: Recently Deleted", y in names(deleted))
+
+        # 3. A restore: back in the roll and both albums.
+        os.rename(deleted / y, mount.roll / y)
+        check(f"restore {y}: A", os.path.exists(a / y))
+        check(f"restore {y}: B", y in names(b))
+        check(f"restore {y}: Recently Deleted", y not in names(deleted))
+
+        # 4. A create in an album: its roll entry is there.
+        write(a / z, b"z")
+        check(f"create {z}: roll", ino(mount.roll / z) == ino(a / z))
+        check(f"create {z}: roll listing", z in names(mount.roll))
+
+        if len(stale) > 20:
+            break
+    assert not stale, f"{len(stale)} stale answers right after a call returned:\n  " + "\n  ".join(stale[:20])
+    expect_errno(errno.ENOENT, os.stat, mount.roll / f".x0.jpg.tmp")
