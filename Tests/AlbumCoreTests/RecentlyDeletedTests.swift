@@ -1,4 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
+import SQLiteKit
 import Testing
 @testable import AlbumCore
 
@@ -374,5 +378,62 @@ struct TrashTests {
         #expect(try store.names(recentlyDeleted).isEmpty)
         store.close()
         #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
+    }
+}
+
+@Suite("Schema v3: a store made before Recently Deleted")
+struct RecentlyDeletedMigrationTests {
+    @Test("a v2 store is migrated at open: Recently Deleted appears, assets and albums are intact, deletes go there")
+    func migrateVersion2() throws {
+        let store = try TestStore(openLibrary: false)
+        // A store as the previous release left it: schema v2, the three fixed directories, one asset in an album.
+        mkdir(store.location.root, 0o700)
+        let content = ContentStore(directory: store.location.contentPath)
+        try content.createLayout()
+        #expect(FileManager.default.createFile(atPath: content.markerPath, contents: Data()))
+        do {
+            let db = try Database(path: store.location.databasePath, mode: .readWriteCreate)
+            _ = try Migrator(Array(Schema.migrator.migrations.prefix(2))).migrate(db)
+            try db.execute("""
+                INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported) VALUES
+                    (1, 0, NULL, 493, 1000, 1000, 1, 1, 1, 1), (2, 1, 1, 493, 1000, 1000, 1, 1, 1, 1),
+                    (3, 2, 1, 493, 1000, 1000, 1, 1, 1, 1), (17, 4, 3, 493, 1000, 1000, 1, 1, 1, 1),
+                    (18, 5, NULL, 420, 1000, 1000, 1, 1, 1, 1);
+                UPDATE nodes SET size = 5 WHERE id = 18;
+                INSERT INTO entries(parent, name, child) VALUES
+                    (1, CAST('Camera Roll' AS BLOB), 2), (1, CAST('Albums' AS BLOB), 3),
+                    (3, CAST('A' AS BLOB), 17), (2, CAST('x.jpg' AS BLOB), 18), (17, CAST('x.jpg' AS BLOB), 18);
+                UPDATE sqlite_sequence SET seq = 18 WHERE name = 'nodes';
+                """)
+            #expect(try Migrator.version(of: db) == 2)
+        }
+        try content.create(18, contents: bytes("photo"))
+
+        try store.reopen()
+        #expect(try store.sortedNames(TestStore.root) == ["Albums", "Camera Roll", "Recently Deleted"])
+        #expect(try store.id(17, "x.jpg") == 18)
+        #expect(try store.read(18) == bytes("photo"))
+        #expect(try store.library.attributes(of: 18).linkCount == 2)
+        try store.unlink(roll, "x.jpg")
+        #expect(try store.id(recentlyDeleted, "x.jpg") == 18)
+        try store.rename(recentlyDeleted, "x.jpg", to: roll, "x.jpg")
+        #expect(try store.id(17, "x.jpg") == 18)
+        store.close()
+        #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
+    }
+
+    @Test("fsck: a deleted asset missing from Recently Deleted is reported, and --repair puts it back there")
+    func fsckRepairsRecentlyDeleted() throws {
+        let store = try TestStore()
+        let id = try store.createFile(roll, "x", contents: bytes("x"))
+        try store.unlink(roll, "x")
+        store.close()
+        let db = try Database(path: store.location.databasePath, mode: .readWrite)
+        try db.execute("DELETE FROM entries WHERE parent = \(recentlyDeleted)")
+        let problems = try StoreChecker(location: store.location).check(repair: true)
+        #expect(problems.count == 1 && problems[0].description.contains("not in Recently Deleted"), "\(problems)")
+        #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
+        try store.reopen()
+        #expect(try store.id(recentlyDeleted, "recovered-\(id)") == id)
     }
 }
