@@ -160,7 +160,8 @@ public struct StoreChecker {
                     repair: interrupted ? "set its size to \(size)" : nil))
             }
         }
-        for id in assets.keys where !seen.contains(id) {
+        let dataInDatabase = Set(try db.nodesWithDataInDatabase())
+        for id in assets.keys where !seen.contains(id) && !dataInDatabase.contains(id) {
             problems.append(Problem(description: "asset \(id) has no data (\(content.path(of: id)) is missing)", repair: nil))
         }
 

@@ -9,6 +9,7 @@
 extension Library {
     public func setAttributes(_ id: NodeID, _ changes: AttributeChanges) throws(LibraryError) -> Attributes {
         let openFiles = self.openFiles
+        if changes.size != nil { try writeDataKeptInDatabase(id) }
         // Shrinking a file frees space: it may use the reserve.
         let (result, marksHere) = try write(freesSpace: changes.size != nil) { db -> (Attributes, Bool) in
             // Decided under the database lock, where a last release clears marks.

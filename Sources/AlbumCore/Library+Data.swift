@@ -21,6 +21,7 @@ extension Library {
         if writable && isReadOnly { throw .readOnly }
         let attributes = try attributes(of: id)
         guard attributes.kind.hasData else { throw .isDirectory }
+        if attributes.kind == .sideFile { try writeDataKeptInDatabase(id) }
         let descriptor = try content.open(id, writable: writable)
         guard writable else {
             openFiles.opened(attributes, writable: false)
@@ -43,6 +44,19 @@ extension Library {
             }
         }
         return file
+    }
+
+    /// A side file whose data albumfs kept in the database (the `.trashinfo`
+    /// of an asset deleted with rm) gets its content file at its first open
+    /// or truncate: from then on it is a file like any other.
+    func writeDataKeptInDatabase(_ id: NodeID) throws(LibraryError) {
+        guard try read({ db in try db.sideFileData(id) }) != nil else { return }
+        let content = self.content
+        try write { db in
+            guard let data = try db.sideFileData(id) else { return }
+            try content.create(id, contents: data)
+            try db.removeSideFileData(id)
+        }
     }
 
     /// Opens an asset `createAsset` just made (already marked as being written).

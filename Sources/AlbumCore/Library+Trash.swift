@@ -16,8 +16,8 @@ extension Library {
     /// lookup by its own uid (never for another), owned by it, mode 0700.
     func trash(of uid: UInt32, lookedUpBy caller: Caller?) throws(LibraryError) -> Attributes {
         guard options.retention != nil else { throw .notFound }
-        if let top = try read({ db in try db.trash(of: uid) }) {
-            return try attributes(of: top)
+        if let trash = try read({ db in try db.trash(of: uid)?.top }) {
+            return try attributes(of: trash)
         }
         guard let caller, caller.uid == uid, !isReadOnly else { throw .notFound }
         let top = try mutate(by: caller, freesSpace: false) { m -> NodeID? in try m.ensureTrash(of: caller)?.top }.0

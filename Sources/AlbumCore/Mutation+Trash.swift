@@ -24,8 +24,8 @@ extension Mutation {
     /// (no retention period: deletes are for good, and file managers must know).
     mutating func ensureTrash(of owner: Caller) throws -> TrashDirectories? {
         guard options.retention != nil else { return nil }
-        if let top = try db.trash(of: owner.uid) { return try trashDirectories(top) }
-        // 448 = 0700: one user's trash is nobody else's business.
+        if let trash = try db.trash(of: owner.uid) { return trash }
+        // 0700: one user's trash is nobody else's business.
         let top = try db.insertNode(kind: .trash, parent: nil, mode: 0o700, owner: owner, now: now)
         var ids: [NodeID] = []
         for (kind, name) in [(NodeKind.trashFiles, TrashDirectories.filesName), (.trashInfo, TrashDirectories.infoName),
@@ -34,21 +34,15 @@ extension Mutation {
             try db.insertEntry(top, name, id)
             ids.append(id)
         }
-        try db.insertTrash(uid: owner.uid, directory: top, files: ids[0])
-        return TrashDirectories(top: top, files: ids[0], info: ids[1], expunged: ids[2])
-    }
-
-    func trashDirectories(_ top: NodeID) throws -> TrashDirectories {
-        guard let files = try db.child(of: top, named: TrashDirectories.filesName),
-              let info = try db.child(of: top, named: TrashDirectories.infoName),
-              let expunged = try db.child(of: top, named: TrashDirectories.expungedName) else { throw LibraryError.io(EIO) }
-        return TrashDirectories(top: top, files: files, info: info, expunged: expunged)
+        let trash = TrashDirectories(top: top, files: ids[0], info: ids[1], expunged: ids[2])
+        try db.insertTrash(uid: owner.uid, trash)
+        return trash
     }
 
     /// The trash whose files/ is `files`.
     func trash(ofFiles files: NodeID) throws -> TrashDirectories {
-        guard let owner = try db.trashOwning(files: files) else { throw LibraryError.io(EIO) }
-        return try trashDirectories(owner.directory)
+        guard let trash = try db.trash(ofFiles: files) else { throw LibraryError.io(EIO) }
+        return trash
     }
 
     /// A name free in both files/ and info/, chosen the way GIO chooses:
@@ -90,7 +84,11 @@ extension Mutation {
             + Array("\nDeletionDate=".utf8) + Array(String(cString: date).utf8) + [0x0a]
         let infoName = name + TrashDirectories.infoSuffix
         if let old = try db.child(of: trash.info, named: infoName) { try removeSideFile(trash.info, infoName, old) }
-        _ = try createSideFile(in: trash.info, named: infoName, mode: 0o600, owner: caller, contents: text)
+        // Its data stays in the database until something opens it (GIO's
+        // Trash window does): a delete creates no file.
+        let id = try createSideFile(in: trash.info, named: infoName, mode: 0o600, owner: caller, contents: nil)
+        try db.setSideFileData(id, text)
+        try db.writeContentState(id, size: Int64(text.count), modified: now, changed: now)
     }
 
     /// g_uri_escape_string(path, "/", FALSE): unreserved bytes and `/` stay.
@@ -271,15 +269,13 @@ extension Mutation {
     // MARK: side files
 
     /// A file that belongs to `directory` only (never an asset): its node,
-    /// its entry and its content file, in the caller's transaction.
+    /// its entry and (unless `contents` is nil: the caller keeps its data in
+    /// the database) its empty content file, in the caller's transaction.
     mutating func createSideFile(in directory: NodeID, named name: Name, mode: UInt32, owner: Caller,
-                                 contents: [UInt8] = []) throws -> NodeID {
+                                 contents: [UInt8]? = []) throws -> NodeID {
         let id = try db.insertNode(kind: .sideFile, parent: nil, mode: mode, owner: owner, now: now)
         try db.insertEntry(directory, name, id)
-        try createContent(id, contents: contents)
-        if !contents.isEmpty {
-            try db.writeContentState(id, size: Int64(contents.count), modified: now, changed: now)
-        }
+        if let contents { try createContent(id, contents: contents) }
         try touched(directory)
         return id
     }

@@ -122,20 +122,25 @@ extension Database {
 
     // MARK: trashes
 
-    func trash(of uid: UInt32) throws -> NodeID? {
-        try statement("SELECT directory FROM trashes WHERE uid = ?1").bind(.int(uid)).first { NodeID(bitPattern: $0.int64(0)) }
+    func trash(of uid: UInt32) throws -> TrashDirectories? {
+        try statement("SELECT directory, files, info, expunged FROM trashes WHERE uid = ?1").bind(.int(uid))
+            .first(Self.decodeTrash)
     }
 
-    /// The uid and files/ directory of the trash whose files/ is `directory`, if it is one.
-    func trashOwning(files directory: NodeID) throws -> (uid: UInt32, directory: NodeID)? {
-        try statement("SELECT uid, directory FROM trashes WHERE files = ?1").bind(.int(directory)).first {
-            (UInt32(truncatingIfNeeded: $0.int64(0)), NodeID(bitPattern: $0.int64(1)))
-        }
+    /// The trash whose files/ is `directory`, if it is one.
+    func trash(ofFiles directory: NodeID) throws -> TrashDirectories? {
+        try statement("SELECT directory, files, info, expunged FROM trashes WHERE files = ?1").bind(.int(directory))
+            .first(Self.decodeTrash)
     }
 
-    func insertTrash(uid: UInt32, directory: NodeID, files: NodeID) throws {
-        try statement("INSERT INTO trashes(uid, directory, files) VALUES (?1, ?2, ?3)")
-            .bind(.int(uid), .int(directory), .int(files)).run()
+    private static func decodeTrash(_ row: Statement) -> TrashDirectories {
+        TrashDirectories(top: NodeID(bitPattern: row.int64(0)), files: NodeID(bitPattern: row.int64(1)),
+                         info: NodeID(bitPattern: row.int64(2)), expunged: NodeID(bitPattern: row.int64(3)))
+    }
+
+    func insertTrash(uid: UInt32, _ trash: TrashDirectories) throws {
+        try statement("INSERT INTO trashes(uid, directory, files, info, expunged) VALUES (?1, ?2, ?3, ?4, ?5)")
+            .bind(.int(uid), .int(trash.top), .int(trash.files), .int(trash.info), .int(trash.expunged)).run()
     }
 
     /// Every entry in directory `parent` whose child is `child`.
@@ -156,5 +161,25 @@ extension Database {
         var result: [(Name, NodeID)] = []
         while try statement.step() { result.append((statement.blob(0), NodeID(bitPattern: statement.int64(1)))) }
         return result
+    }
+}
+
+extension Database {
+    // MARK: data kept in the database until first opened
+
+    func setSideFileData(_ id: NodeID, _ data: [UInt8]) throws {
+        try statement("INSERT OR REPLACE INTO side_file_data(node, data) VALUES (?1, ?2)").bind(.int(id), .blob(data)).run()
+    }
+
+    func sideFileData(_ id: NodeID) throws -> [UInt8]? {
+        try statement("SELECT data FROM side_file_data WHERE node = ?1").bind(.int(id)).first { $0.blob(0) }
+    }
+
+    func removeSideFileData(_ id: NodeID) throws {
+        try statement("DELETE FROM side_file_data WHERE node = ?1").bind(.int(id)).run()
+    }
+
+    func nodesWithDataInDatabase() throws -> [NodeID] {
+        try statement("SELECT node FROM side_file_data").all { NodeID(bitPattern: $0.int64(0)) }
     }
 }

@@ -129,6 +129,7 @@ extension Database {
     /// Removes a node with its entries and extended attributes.
     func deleteNode(_ id: NodeID) throws {
         try statement("DELETE FROM entries WHERE child = ?1").bind(.int(id)).run()
+        try statement("DELETE FROM side_file_data WHERE node = ?1").bind(.int(id)).run()
         try statement("DELETE FROM xattrs WHERE node = ?1").bind(.int(id)).run()
         try statement("DELETE FROM nodes WHERE id = ?1").bind(.int(id)).run()
     }

@@ -66,7 +66,8 @@ enum Schema {
                 CREATE TABLE deleted_assets(
                     asset INTEGER PRIMARY KEY REFERENCES nodes(id),
                     deleted_at INTEGER NOT NULL,
-                    trash INTEGER REFERENCES nodes(id),
+                    -- (No foreign key: deleting any node would then scan this table.)
+                    trash INTEGER,
                     trash_name BLOB
                 );
                 CREATE INDEX deleted_assets_by_time ON deleted_assets(deleted_at);
@@ -88,11 +89,21 @@ enum Schema {
                     PRIMARY KEY(album, parent, name)
                 ) WITHOUT ROWID;
                 CREATE INDEX trashed_entries_by_child ON trashed_entries(child);
-                -- Each uid's .Trash-UID and its files/ directory.
+                -- Each uid's .Trash-UID and its three directories.
                 CREATE TABLE trashes(
                     uid INTEGER PRIMARY KEY,
                     directory INTEGER NOT NULL REFERENCES nodes(id),
-                    files INTEGER NOT NULL REFERENCES nodes(id)
+                    files INTEGER NOT NULL REFERENCES nodes(id),
+                    info INTEGER NOT NULL REFERENCES nodes(id),
+                    expunged INTEGER NOT NULL REFERENCES nodes(id)
+                );
+                CREATE UNIQUE INDEX trashes_by_files ON trashes(files);
+                -- The data of small side files albumfs writes itself (the
+                -- .trashinfo of an asset deleted with rm), until the first
+                -- open writes it into a content file: a delete creates no file.
+                CREATE TABLE side_file_data(
+                    node INTEGER PRIMARY KEY REFERENCES nodes(id),
+                    data BLOB NOT NULL
                 );
                 """)
             // Recently Deleted, in existing stores too, owned like the root.
