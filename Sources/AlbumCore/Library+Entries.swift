@@ -5,14 +5,19 @@ import SQLiteKit
 extension Library {
     /// A new, empty file named `name`. In the roll: an asset. In an album,
     /// one transaction: the asset, its roll entry (`name`, or its first free
-    /// `(n)` form) and its album entry. In a trash's info/: a side file.
+    /// `(n)` form) and its album entry. Under a side-file name
+    /// (`Names.isSideFileName`), and in a trash's info/: a side file of that
+    /// directory, never an asset.
     public func createAsset(in parent: NodeID, named name: Name, mode: UInt32, by caller: Caller) throws(LibraryError) -> (Attributes, ChangeSet) {
         try Names.validate(name)
         return try mutate(by: caller, freesSpace: false) { m -> Attributes in
             guard let policy = try m.policy(of: parent) else { throw LibraryError.notFound }
             if try m.db.child(of: parent, named: name) != nil { throw LibraryError.exists }
             let id: NodeID
-            switch policy.newFile {
+            var newFile = policy.newFile
+            // A roll or album file under a side-file name belongs to its directory only.
+            if newFile == .asset && Names.isSideFileName(name) { newFile = .sideFile }
+            switch newFile {
             case .refused:
                 throw LibraryError.notPermitted
             case .sideFile:

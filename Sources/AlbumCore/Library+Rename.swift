@@ -38,6 +38,10 @@ extension Mutation {
         if target != nil && noReplace { throw LibraryError.exists }
         if sourceKind.isFixed { throw LibraryError.notPermitted }
 
+        if sourceKind == .sideFile, oldPolicy.newFile == .asset, newPolicy.arrival != .trashItem {
+            try moveSideFile(source, from: oldParent, oldName, to: newParent, newPolicy, newName, replacing: target)
+            return
+        }
         switch (oldPolicy.removal, newPolicy.arrival) {
         case (_, .expunge) where oldPolicy.removal == .expunge:
             // GIO's "delete from trash": into expunged/, gone at once.
@@ -63,6 +67,44 @@ extension Mutation {
         default:
             throw LibraryError.notPermitted
         }
+    }
+
+    /// A side file of the roll or an album renamed: under another side-file
+    /// name it stays one (a side file it replaces is removed); under an
+    /// ordinary name, or over an asset, it becomes an asset exactly as if it
+    /// had been created there under that name (roll entry, album entry, the
+    /// (n) rule, the update rule), without copying a byte. This is how rsync,
+    /// GIO's "Replace" and safe-saving editors land a photo: the temporary
+    /// file never reaches the roll. SEMANTICS.md § Files that are not photos.
+    private mutating func moveSideFile(_ file: NodeID, from oldParent: NodeID, _ oldName: Name,
+                                       to newParent: NodeID, _ newPolicy: DirectoryPolicy, _ newName: Name,
+                                       replacing target: NodeID?) throws {
+        guard newPolicy.arrival == .rollEntry || newPolicy.arrival == .albumEntry else { throw LibraryError.notPermitted }
+        let targetKind = try target.map { try kind(of: $0) }
+        if let targetKind, targetKind.isDirectory { throw LibraryError.isDirectory }
+        if Names.isSideFileName(newName) && targetKind != .asset {
+            if let target { try removeSideFile(newParent, newName, target) }
+            try db.moveEntry(oldParent, oldName, to: newParent, newName)
+            try touched(oldParent)
+            try touched(newParent)
+            return
+        }
+        // It becomes an asset: first as if it had been created where it is,
+        // under its new name, then the rename runs as for any asset.
+        try db.setKind(file, .asset)
+        var sourceName = oldName
+        if oldParent == roll {
+            sourceName = try db.freeName(in: roll, for: newName)
+            if newParent != roll || target == nil {
+                try db.moveEntry(roll, oldName, to: roll, sourceName)
+                if sourceName == newName && newParent == roll { try touched(roll); changes.node(file); return }
+            } else {
+                sourceName = oldName
+            }
+        } else {
+            try db.insertEntry(roll, try db.freeName(in: roll, for: newName), file)
+        }
+        try moveAsset(file, from: oldParent, sourceName, to: newParent, newPolicy, newName, replacing: target)
     }
 
     /// A rename onto an album entry from elsewhere replaces that reference.

@@ -131,7 +131,8 @@ extension Mutation {
         switch (childKind, parentKind) {
         case (.asset, .cameraRoll):
             try deleteAsset(child, except: parent, trashEntry: (files, newName))
-        case (.asset, .album):
+        case (.asset, .album), (.sideFile, .cameraRoll), (.sideFile, .album):
+            // A reference (or a side file) moves into the trash as it is.
             try db.moveEntry(parent, name, to: files, newName)
             try touched(parent)
             try touched(files)
@@ -181,6 +182,17 @@ extension Mutation {
                 try db.deleteNode(target)
             }
             try restoreAlbum(child, from: files, name, to: parent, newName)
+            return
+        }
+        if childKind == .sideFile {
+            guard parentPolicy.newFile == .asset else { throw LibraryError.notPermitted }
+            if let target = try db.child(of: parent, named: newName) {
+                guard try kind(of: target) == .sideFile else { throw LibraryError.exists }
+                try removeSideFile(parent, newName, target)
+            }
+            try leaveTrash(files, name)
+            try db.insertEntry(parent, newName, child)
+            try touched(parent)
             return
         }
         guard childKind == .asset else { throw LibraryError.notPermitted }
@@ -255,8 +267,16 @@ extension Mutation {
                 return
             }
             try leaveTrash(files, name)
+        case .sideFile:
+            try removeSideFile(files, name, child)
+            try removeTrashInfo(of: files, name)
         case .trashedAlbum:
-            _ = try db.takeEntriesPutAside(under: child)
+            for (_, _, putAside) in try db.takeEntriesPutAside(under: child) where try db.kind(of: putAside) == .sideFile {
+                // The album's side files go with it; its assets stay.
+                try db.deleteNode(putAside)
+                try db.schedulePurge(putAside)
+                purged.append(putAside)
+            }
             for album in try db.albumSubtree(child).reversed() { try db.deleteNode(album) }
             try touched(files)
             changes.entry(files, name)

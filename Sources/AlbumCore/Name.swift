@@ -13,6 +13,23 @@ public enum Names {
         if name.contains(0x2f) || name.contains(0) { throw .invalidArgument }
     }
 
+    /// Names programs give the files they write next to what they work on
+    /// (SEMANTICS.md § Files that are not photos: side files): a file created
+    /// under such a name belongs to its directory and never becomes an asset.
+    /// `.x` (dot files: .DS_Store, ._x, .x.swp, .goutputstream-*, rsync's
+    /// .x.XXXXXX), `Thumbs.db`, `desktop.ini`, `~$x`, `x.part`, `x.crdownload`.
+    public static func isSideFileName(_ name: Name) -> Bool {
+        if name.first == 0x2e { return true }
+        if name == thumbsDB || name == desktopINI { return true }
+        if name.starts(with: [0x7e, 0x24]) { return true }
+        return name.count > partSuffix.count && name.suffix(partSuffix.count).elementsEqual(partSuffix)
+            || name.count > crdownloadSuffix.count && name.suffix(crdownloadSuffix.count).elementsEqual(crdownloadSuffix)
+    }
+    private static let thumbsDB: Name = Array("Thumbs.db".utf8)
+    private static let desktopINI: Name = Array("desktop.ini".utf8)
+    private static let partSuffix: Name = Array(".part".utf8)
+    private static let crdownloadSuffix: Name = Array(".crdownload".utf8)
+
     /// The extension starts at the last `.` that is not the first byte.
     static func splitExtension(_ name: Name) -> (stem: ArraySlice<UInt8>, ext: ArraySlice<UInt8>) {
         if let dot = name.lastIndex(of: 0x2e), dot > 0 {

@@ -361,6 +361,12 @@ class Workload:
 # --- the checks -------------------------------------------------------------------------
 
 
+def is_side_file_name(name: str) -> bool:
+    """SEMANTICS.md § Files that are not photos: names whose new files never become assets."""
+    return (name.startswith(".") or name in ("Thumbs.db", "desktop.ini") or name.startswith("~$")
+            or (name.endswith(".part") and name != ".part") or name.endswith(".crdownload"))
+
+
 def recently_deleted_name(mp, ino: int) -> str:
     """The name under which Recently Deleted shows inode `ino` (the roll's name, or a (n) form)."""
     directory = os.path.join(mp, "Recently Deleted")
@@ -420,6 +426,11 @@ def check_library(mp, model: Model) -> dict:
         for name in files:
             rel = os.path.join(rel_dir, name)
             st = os.lstat(os.path.join(dirpath, name))
+            if is_side_file_name(name) and st.st_ino not in roll:
+                # A temporary (dot) file a killed update left: a side file of its album, in no roll.
+                if st.st_nlink != 1:
+                    problems.append(f"{rel}: a side file with st_nlink {st.st_nlink}")
+                continue
             album_refs.setdefault(st.st_ino, []).append(rel)
             if st.st_ino not in roll:
                 problems.append(f"{rel}: inode {st.st_ino} is in an album but not in the roll (half-linked)")
