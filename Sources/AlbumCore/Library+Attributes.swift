@@ -5,17 +5,21 @@
 /// size, the data is cut after the commit, and the mark goes afterwards (if
 /// no open handle holds it). A crash in between leaves a mark, and the next
 /// mount takes the size from the data: before or after, never a row that
-/// promises bytes the data does not have.
+/// promises bytes the data does not have. A size the content directory's
+/// filesystem cannot hold is refused before anything changes (EFBIG), and a
+/// cut that fails puts the row back as it was: a failed call changes nothing.
 extension Library {
     public func setAttributes(_ id: NodeID, _ changes: AttributeChanges) throws(LibraryError) -> Attributes {
         let openFiles = self.openFiles
         // Shrinking a file frees space: it may use the reserve.
-        let (result, marksHere) = try write(freesSpace: changes.size != nil) { db -> (Attributes, Bool) in
+        let largestFileSize = self.largestFileSize
+        let (previous, result, marksHere) = try write(freesSpace: changes.size != nil) { db -> (Attributes, Attributes, Bool) in
             // Decided under the database lock, where a last release clears marks.
             let marksHere = changes.size != nil && !openFiles.isMarked(id)
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
             // Start from the live state: unflushed writes must not be lost.
-            var a = openFiles.overlay(stored)
+            let previous = openFiles.overlay(stored)
+            var a = previous
             let now = currentTime()
             if let mode = changes.mode { a.mode = mode & 0o7777 }
             if let uid = changes.uid { a.uid = uid }
@@ -23,6 +27,7 @@ extension Library {
             if let size = changes.size {
                 guard a.kind == .asset else { throw LibraryError.isDirectory }
                 guard size >= 0 else { throw LibraryError.invalidArgument }
+                guard size <= largestFileSize else { throw LibraryError.fileTooLarge }
                 if marksHere { try db.beginWrite(id) }
                 a.size = size
                 a.modificationTime = now
@@ -39,11 +44,16 @@ extension Library {
             }
             a.changeTime = now
             try db.writeAttributes(a)
-            return (a, marksHere)
+            return (previous, a, marksHere)
         }
         openFiles.replace(with: result)
         if let size = changes.size {
-            try content.truncate(id, to: size)
+            do {
+                try content.truncate(id, to: size)
+            } catch {
+                try restore(previous, unmarking: marksHere)
+                throw error
+            }
             if marksHere {
                 try write { db in
                     if !openFiles.isMarked(id) { try db.endWrite(id) }
@@ -51,5 +61,15 @@ extension Library {
             }
         }
         return result
+    }
+
+    /// Puts back the attributes a setattr replaced, after its data change failed.
+    private func restore(_ previous: Attributes, unmarking: Bool) throws(LibraryError) {
+        let openFiles = self.openFiles
+        try write(freesSpace: true) { db in
+            try db.writeAttributes(previous)
+            if unmarking && !openFiles.isMarked(previous.id) { try db.endWrite(previous.id) }
+        }
+        openFiles.replace(with: previous)
     }
 }

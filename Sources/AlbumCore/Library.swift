@@ -19,6 +19,9 @@ public final class Library: Sendable {
     let database: Mutex<Database>
     let openFiles = OpenFiles()
     let reserve: SpaceReserve
+    /// The largest file the content directory's filesystem holds: a bigger
+    /// size is refused before anything changes (EFBIG, as ext4 does).
+    let largestFileSize: Int64
 
     /// Opens (creating on first use) the store at `location`. The first opener
     /// owns the fixed directories. Throws `.unusableStore` with a one-line
@@ -41,6 +44,7 @@ public final class Library: Sendable {
         }
         self.database = Mutex(db)
         self.reserve = reserve
+        self.largestFileSize = readOnly ? Int64.max : content.largestFileSize()
         if !readOnly { reserve.take() }
     }
 

@@ -19,6 +19,8 @@ public enum LibraryError: Error, Equatable, Sendable {
     case attributeNotSupported
     case rangeTooSmall
     case valueTooLarge
+    /// A size past the largest file the content store's filesystem holds (EFBIG).
+    case fileTooLarge
     /// The store cannot be used: the text says why, in one line.
     case unusableStore(String)
     case io(Int32)

@@ -19,6 +19,7 @@ extension LibraryError {
         case .attributeNotSupported: return EOPNOTSUPP
         case .rangeTooSmall: return ERANGE
         case .valueTooLarge: return E2BIG
+        case .fileTooLarge: return EFBIG
         case .io(let code): return code
         case .unusableStore(let reason):
             Log.error("store unusable: \(reason)")
