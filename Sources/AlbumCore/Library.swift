@@ -23,14 +23,14 @@ public final class Library: Sendable {
     /// size is refused before anything changes (EFBIG, as ext4 does).
     let largestFileSize: Int64
 
-    /// Opens (creating on first use) the store at `location`. The first opener
-    /// owns the fixed directories. Throws `.unusableStore` with a one-line
-    /// reason when the store cannot be used.
-    public init(location: StoreLocation, owner: Caller, readOnly: Bool = false) throws(LibraryError) {
+    /// Opens the store at `location` (creating it when none is there only if
+    /// `create`). The first opener owns the fixed directories. Throws
+    /// `.unusableStore` with a one-line reason when the store cannot be used.
+    public init(location: StoreLocation, owner: Caller, readOnly: Bool = false, create: Bool = false) throws(LibraryError) {
         self.location = location
         self.content = ContentStore(directory: location.contentPath)
         self.isReadOnly = readOnly
-        let opener = StoreOpener(location: location, owner: owner, readOnly: readOnly)
+        let opener = StoreOpener(location: location, owner: owner, readOnly: readOnly, create: create)
         let reserve = SpaceReserve(location: location)
         let db: Database
         let full = LibraryError.unusableStore("the disk of the store \(location.root) is full")

@@ -65,10 +65,13 @@ public final class MountSession {
             fileSystem.release()
             throw .options
         }
-        guard fuse_session_mount(session, configuration.mountPoint) == 0 else {
+        // libfuse and fusermount3 say why a mount fails on standard error only:
+        // keep their words for the one-line reason (a detached daemon has no terminal).
+        let (mounted, said) = capturingStandardError { fuse_session_mount(session, configuration.mountPoint) == 0 }
+        guard mounted else {
             fuse_session_destroy(session)
             fileSystem.release()
-            throw .mount("cannot mount on \(configuration.mountPoint)")
+            throw .mount(MountFailureReason(mountPoint: configuration.mountPoint, said: said).description)
         }
         guard channel.install(on: session) else {
             fuse_session_unmount(session)

@@ -28,7 +28,7 @@ final class TestStore {
         directory = String(cString: made)
         location = StoreLocation(path: directory + "/store")
         if open {
-            openLibrary = try Library(location: location, owner: Self.owner)
+            openLibrary = try Library(location: location, owner: Self.owner, create: true)
         }
     }
 
