@@ -8,8 +8,13 @@
 /// promises bytes the data does not have. A size the content directory's
 /// filesystem cannot hold is refused before anything changes (EFBIG), and a
 /// cut that fails puts the row back as it was: a failed call changes nothing.
+///
+/// Set-ID bits go as Linux takes them (see SetIDBits): a chown clears them,
+/// and a size change does when the kernel says the caller lacks CAP_FSETID
+/// (`dropsSetID`: FATTR_KILL_SUIDGID, under FUSE_HANDLE_KILLPRIV_V2).
 extension Library {
-    public func setAttributes(_ id: NodeID, _ changes: AttributeChanges) throws(LibraryError) -> Attributes {
+    public func setAttributes(_ id: NodeID, _ changes: AttributeChanges, by caller: Caller = Caller(uid: 0, gid: 0),
+                              dropsSetID: Bool = false) throws(LibraryError) -> Attributes {
         let openFiles = self.openFiles
         // Shrinking a file frees space: it may use the reserve.
         let largestFileSize = self.largestFileSize
@@ -21,7 +26,12 @@ extension Library {
             let previous = openFiles.overlay(stored)
             var a = previous
             let now = currentTime()
-            if let mode = changes.mode { a.mode = mode & 0o7777 }
+            if let mode = changes.mode {
+                a.mode = mode & 0o7777
+            } else {
+                if changes.uid != nil || changes.gid != nil { a.mode &= ~SetIDBits.droppedByChown(previous, by: caller) }
+                if changes.size != nil && dropsSetID { a.mode &= ~SetIDBits.droppedByWriting(previous, by: caller) }
+            }
             if let uid = changes.uid { a.uid = uid }
             if let gid = changes.gid { a.gid = gid }
             if let size = changes.size {
@@ -61,6 +71,19 @@ extension Library {
             }
         }
         return result
+    }
+
+    /// Clears the set-ID bits a write by `caller` clears (SetIDBits), before
+    /// it opens `id` for writing: with FUSE passthrough no write reaches the
+    /// daemon, so the open is the last moment it can. Returns whether the
+    /// mode changed (the kernel's cached attributes are then stale).
+    public func dropSetIDBits(_ id: NodeID, openedForWritingBy caller: Caller) throws(LibraryError) -> Bool {
+        guard !caller.isSuperuser, !isReadOnly else { return false }
+        let current = try attributes(of: id)
+        let dropped = SetIDBits.droppedByWriting(current, by: caller)
+        guard dropped != 0 else { return false }
+        _ = try setAttributes(id, AttributeChanges(mode: current.mode & ~dropped))
+        return true
     }
 
     /// Puts back the attributes a setattr replaced, after its data change failed.

@@ -43,6 +43,13 @@ final class Invalidator: Sendable {
         }
     }
 
+    /// Drops `node`'s cached attributes, before the reply to a request that
+    /// changed them without the reply saying so (an open clearing set-ID bits).
+    func attributesChanged(_ node: NodeID) {
+        guard let session = session.withLock({ $0?.pointer }) else { return }
+        _ = fuse_lowlevel_notify_inval_inode(session, node, -1, 0)
+    }
+
     /// Directories the kernel listed from the start since their listing was
     /// last dropped here: the ones whose listing it may have cached.
     private let listed = Mutex<Set<NodeID>>([])

@@ -42,7 +42,9 @@ public final class MountSession {
     /// Creates the session and mounts it. On return the mount is live.
     public init(library: Library, configuration: MountConfiguration) throws(Failure) {
         self.configuration = configuration
-        var options = ["fsname=" + configuration.store.root, "subtype=albumfs", "default_permissions"]
+        // nosuid,nodev always: a photo library holds no programs and no devices,
+        // and a mount other users reach (allow_other) must not make one.
+        var options = ["fsname=" + configuration.store.root, "subtype=albumfs", "default_permissions", "nosuid", "nodev"]
         options += configuration.fuseOptions
         // fsname may contain commas: libfuse's option syntax escapes them with a backslash.
         let optionString = options.map(escapeOption).joined(separator: ",")

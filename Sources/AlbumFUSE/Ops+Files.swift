@@ -30,6 +30,11 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let flags = fi!.pointee.flags
                 let writable = flags & O_ACCMODE != O_RDONLY
+                // Set-ID bits go before a non-root caller can write: under
+                // passthrough its writes never come here.
+                if writable, try fs.library.dropSetIDBits(ino, openedForWritingBy: caller(req)) {
+                    fs.invalidator.attributesChanged(ino)
+                }
                 let file = try fs.library.open(ino, writable: writable, truncate: flags & O_TRUNC != 0)
                 fi!.pointee.fh = Operations.handle(for: file)
                 // Every change to the data passes through this kernel, so its
