@@ -56,9 +56,14 @@ public struct ContentStore: Sendable {
     }
 
     /// Opens an asset's data for reading and writing.
+    /// A listed asset without its file is `.missingData`, never "not found".
     public func open(_ id: NodeID, writable: Bool) throws(LibraryError) -> Int32 {
         let flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC
-        return try syscall { Glibc.open(path(of: id), flags) }
+        do {
+            return try syscall { Glibc.open(path(of: id), flags) }
+        } catch .notFound {
+            throw .missingData(id)
+        }
     }
 
     /// The largest size a file may have on the content directory's filesystem
@@ -88,7 +93,11 @@ public struct ContentStore: Sendable {
     }
 
     func truncate(_ id: NodeID, to size: Int64) throws(LibraryError) {
-        try syscall { Glibc.truncate(path(of: id), off_t(size)) }
+        do {
+            try syscall { Glibc.truncate(path(of: id), off_t(size)) }
+        } catch .notFound {
+            throw .missingData(id)
+        }
     }
 
     /// Frees an asset's data. Missing data is not an error: the row is what counts.

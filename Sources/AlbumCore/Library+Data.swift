@@ -66,7 +66,7 @@ extension Library {
     /// a concurrent last release cannot clear the mark between the check and
     /// the registration. A transaction only when the row is missing, and
     /// OpenFiles is touched only after it committed.
-    private func markBeingWritten(_ id: NodeID, registering: (OpenFiles) -> Void = { _ in }) throws(LibraryError) {
+    func markBeingWritten(_ id: NodeID, registering: (OpenFiles) -> Void = { _ in }) throws(LibraryError) {
         if isReadOnly { throw .readOnly }
         let openFiles = self.openFiles
         try database.withLock { db throws(LibraryError) in

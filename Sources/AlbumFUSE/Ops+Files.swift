@@ -2,7 +2,7 @@ import AlbumCore
 import CFuse3
 import Glibc
 
-/// create, open, read, write, flush, release, fsync. An open file's handle
+/// create, open, read, write, fallocate, flush, release, fsync. An open file's handle
 /// (`fi->fh`) is a retained OpenFile; release gives it back.
 extension Operations {
     static func install(files ops: inout fuse_lowlevel_ops) {
@@ -78,6 +78,15 @@ extension Operations {
                     return fuse_buf_copy(&destination, source, fuse_buf_copy_flags(rawValue: 0))
                 }
                 fuse_reply_write(req, written)
+            }
+        }
+        // Not served from the backing file under passthrough: the kernel sends
+        // FALLOCATE here for every handle.
+        ops.fallocate = { req, _, mode, offset, length, fi in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                try fs.library.allocate(Operations.file(fi), mode: mode, offset: Int64(offset), length: Int64(length))
+                fuse_reply_err(req, 0)
             }
         }
         ops.flush = { req, _, fi in
