@@ -53,7 +53,8 @@ final class FileSystem: Sendable {
     /// never comes here, and a large value only costs: cat frees and
     /// reallocates its buffer per file, so with 1 MiB a cold `cat` of 2,000
     /// 1 MiB photos spent 1 s more in the kernel zeroing fresh pages (perf)
-    /// than with the 4 KiB a plain ext4 file reports.
+    /// than with the 4 KiB a plain ext4 file reports. Passthrough is decided
+    /// once per mount (see Passthrough.isActive), so this never changes.
     var preferredBlockSize: Int { passthrough.isActive ? 4096 : 1 << 20 }
 
     init(library: Library, timeouts: CacheTimeouts, invalidator: Invalidator, channel: DeviceChannel) {
@@ -61,7 +62,7 @@ final class FileSystem: Sendable {
         self.timeouts = timeouts
         self.invalidator = invalidator
         self.channel = channel
-        self.passthrough = Passthrough(channel: channel)
+        self.passthrough = Passthrough(channel: channel, probeFile: library.content.markerPath)
     }
 
     /// The file system behind a request.

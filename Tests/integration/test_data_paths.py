@@ -249,3 +249,37 @@ def test_fallocate_before_a_crash_is_recovered(data_mount):
     m.start(m.mode_options)
     assert os.stat(path).st_size == 3 << 20
     fsck_between_mounts(m)
+
+
+@contextlib.contextmanager
+def overlay_directory(base: Path):
+    """An overlayfs mount at base/merged (root); always unmounted."""
+    for d in ("lower", "upper", "work", "merged"):
+        (base / d).mkdir(parents=True)
+    run(["mount", "-t", "overlay", "overlay", "-o",
+         f"lowerdir={base / 'lower'},upperdir={base / 'upper'},workdir={base / 'work'}", base / "merged"])
+    try:
+        yield base / "merged"
+    finally:
+        if run(["umount", base / "merged"], check=False, timeout=30).returncode != 0:
+            run(["umount", "-l", base / "merged"], check=False, timeout=30)
+
+
+@NO_PASSTHROUGH
+def test_a_store_passthrough_cannot_stack_on_falls_back_for_the_whole_mount(mount_factory, tmp_path):
+    """A store inside an overlay mount: the kernel refuses its backing files (ELOOP). The mount
+    falls back to the daemon path once, says so in its log, and reports the daemon path's block
+    size from the first stat on, before and after files are opened."""
+    with overlay_directory(tmp_path / "overlay") as merged:
+        m = mount_factory("m", store=merged / "store")
+        try:
+            path = m.roll / "x.jpg"
+            assert os.stat(m.roll).st_blksize == 1 << 20, "the first stat reported the passthrough block size"
+            path.write_bytes(b"through the daemon")
+            assert path.read_bytes() == b"through the daemon"
+            assert os.stat(path).st_blksize == 1 << 20
+            assert "passthrough is off" in m.log_text() and "Too many levels" in m.log_text(), m.log_text()
+            assert m.log_text().count("passthrough is off") == 1, m.log_text()
+        finally:
+            m.expect_mounted = False
+            m.cleanup()
