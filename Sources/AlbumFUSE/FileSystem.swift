@@ -12,15 +12,17 @@
 // what changes elsewhere (a create in an album adds a roll entry, a delete
 // from the roll removes album entries, an update moves album entries to
 // another asset) comes back from the library as a ChangeSet, which the
-// Invalidator sends to the kernel: attributes and listings before the reply,
-// names after it.
+// Invalidator sends to the kernel before the reply, so that when a call
+// returns every path shows its effect.
 //
 // Deadlocks. The kernel handles a notification synchronously inside the
 // write to /dev/fuse. A name invalidation locks the name's directory, which
-// a request in flight may hold while it waits for our reply: those are
-// never sent from a request's thread or under a library lock, but queued and
-// sent by a dedicated queue after the reply. Attribute and listing
-// invalidations take no directory lock and are sent before the reply.
+// a request in flight may hold while it waits for a reply: those are never
+// sent from a request's thread or under a library lock, but by a dedicated
+// queue, which the request waits for at most a bound (100 ms) before it
+// replies anyway; names in the directories the request itself locked go
+// after the reply. Attribute and listing invalidations take no directory
+// lock and are sent from the request's thread.
 //
 // Each callback decodes its arguments, calls one Library method, and sends
 // exactly one reply; errors become errno in one place (Errno.swift).

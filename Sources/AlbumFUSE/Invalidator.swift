@@ -3,24 +3,34 @@ import CFuse3
 import Dispatch
 import Synchronization
 
-/// Tells the kernel what a ChangeSet made stale, in two steps around the reply:
+/// Tells the kernel what a ChangeSet made stale, before the reply, so that
+/// when a call returns every path shows its effect (SEMANTICS.md,
+/// "Visibility"):
 ///
-/// - before the reply, on the request's thread: cached attributes and
-///   directory listings (`notify_inval_inode`). The kernel takes no directory
-///   lock for these, so this cannot deadlock, and the caller's next `ls` or
-///   `stat` is sure to see the change;
-/// - after the reply, from a serial queue: cached names
-///   (`notify_inval_entry`). The kernel locks the entry's directory for
-///   these, which a request in flight may hold while it waits for us, so
-///   they must never be sent from a request's thread (see FileSystem.swift).
-///   Until one lands, a stale name can still resolve, but its attributes are
-///   already gone, so the next stat asks us and gets ENOENT.
+/// - on the request's thread: cached attributes and directory listings
+///   (`notify_inval_inode`). The kernel takes no directory lock for these,
+///   so this cannot deadlock;
+/// - from a serial queue, waited for at most `nameWait`: cached names
+///   (`notify_inval_entry`). The kernel locks the name's directory for
+///   these, which another request in flight may hold while it waits for a
+///   reply (possibly one queued behind ours), so they are never sent from a
+///   request's thread, and the wait is bounded: past the bound the request
+///   replies anyway and the names land as soon as that lock is free.
+///   Names in the directories the request itself locked (a rename's two
+///   parents) can only be sent after the reply (`afterReply`).
 final class Invalidator: Sendable {
     /// The session, behind its own lock. Never reach it through `queue`: the
     /// queue may be blocked in the kernel on a directory lock that the very
     /// request calling `beforeReply` holds.
     private let session = Mutex<Session?>(nil)
     private let queue = DispatchQueue(label: "albumfs.invalidations")
+    /// How long a request waits for its name invalidations before replying.
+    static let nameWaitMilliseconds = 100
+    static let nameWait = DispatchTimeInterval.milliseconds(nameWaitMilliseconds)
+    /// Requests whose names landed before their reply, and those that
+    /// replied at the bound (reported at unmount).
+    private let namesInTime = Atomic<Int>(0)
+    private let namesPastBound = Atomic<Int>(0)
 
     /// libfuse's session pointer; libfuse allows notifications from any thread.
     private struct Session: @unchecked Sendable {
@@ -29,8 +39,9 @@ final class Invalidator: Sendable {
 
     func attach(_ pointer: OpaquePointer) { session.withLock { $0 = Session(pointer: pointer) } }
 
-    /// Step one: before the reply.
-    func beforeReply(_ changes: ChangeSet) {
+    /// Before the reply: attributes, listings, and the names outside the
+    /// directories the request `holding` has locked.
+    func beforeReply(_ changes: ChangeSet, holding locked: [NodeID] = []) {
         guard let session = session.withLock({ $0?.pointer }) else { return }
         for node in changes.nodes {
             // A negative offset drops the cached attributes only.
@@ -40,6 +51,18 @@ final class Invalidator: Sendable {
             // Offset 0, length 0: attributes and every cached page, which for
             // a directory is its cached listing.
             _ = fuse_lowlevel_notify_inval_inode(session, directory, 0, 0)
+        }
+        let names = changes.entries.filter { !locked.contains($0.directory) }
+        guard !names.isEmpty else { return }
+        let sent = DispatchSemaphore(value: 0)
+        queue.async { [self] in
+            send(names)
+            sent.signal()
+        }
+        if sent.wait(timeout: .now() + Self.nameWait) == .success {
+            namesInTime.add(1, ordering: .relaxed)
+        } else {
+            namesPastBound.add(1, ordering: .relaxed)
         }
     }
 
@@ -78,24 +101,34 @@ final class Invalidator: Sendable {
         }
     }
 
-    /// Step two: after the reply.
-    func afterReply(_ changes: ChangeSet) {
-        guard !changes.entries.isEmpty else { return }
-        queue.async { [self] in
-            guard let session = session.withLock({ $0?.pointer }) else { return }
-            for entry in changes.entries {
-                entry.name.withUnsafeBufferPointer { name in
-                    name.withMemoryRebound(to: CChar.self) { chars in
-                        _ = fuse_lowlevel_notify_inval_entry(session, entry.directory, chars.baseAddress, chars.count)
-                    }
+    /// After the reply: the names in the directories the request locked
+    /// (the same `holding` as `beforeReply`), which the kernel lets go of
+    /// only once it has our reply.
+    func afterReply(_ changes: ChangeSet, holding locked: [NodeID] = []) {
+        let names = changes.entries.filter { locked.contains($0.directory) }
+        guard !names.isEmpty else { return }
+        queue.async { [self] in send(names) }
+    }
+
+    private func send(_ names: [ChangeSet.EntryName]) {
+        guard let session = session.withLock({ $0?.pointer }) else { return }
+        for entry in names {
+            entry.name.withUnsafeBufferPointer { name in
+                name.withMemoryRebound(to: CChar.self) { chars in
+                    _ = fuse_lowlevel_notify_inval_entry(session, entry.directory, chars.baseAddress, chars.count)
                 }
             }
         }
     }
 
-    /// Waits for queued notifications, then stops sending (before the session goes).
+    /// Waits for queued notifications, then stops sending (before the session
+    /// goes), and reports how often a request replied at the bound.
     func drain() {
         queue.sync {}
         session.withLock { $0 = nil }
+        let (inTime, late) = (namesInTime.load(ordering: .relaxed), namesPastBound.load(ordering: .relaxed))
+        if inTime + late > 0 {
+            Log.error("name invalidations before the reply: \(inTime + late) requests, \(late) of them replied at the \(Self.nameWaitMilliseconds) ms bound")
+        }
     }
 }

@@ -53,9 +53,9 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.rename(parent, name(rawName), to: newParent, name(newName),
                                                     flags: Library.RenameFlags(rawValue: flags))
-                fs.invalidator.beforeReply(changes)
+                fs.invalidator.beforeReply(changes, holding: [parent, newParent])
                 fuse_reply_err(req, 0)
-                fs.invalidator.afterReply(changes)
+                fs.invalidator.afterReply(changes, holding: [parent, newParent])
             }
         }
         ops.link = { req, ino, newParent, newName in

@@ -1,8 +1,7 @@
-"""mv, mkdir, rmdir and rm -r of albums and entries: SEMANTICS.md's rename rows (issue 2 item 7)."""
+"""mv, mkdir, rmdir and rm -r of albums and entries: SEMANTICS.md § What each operation does (the rename rows), checked with no retries: SEMANTICS.md § Layout at the mount point, "Visibility"."""
 
 import errno
 import os
-import time
 import stat
 import threading
 
@@ -12,24 +11,6 @@ from albumfs_testlib import (
     RENAME_EXCHANGE, RENAME_NOREPLACE, all_entries, content_usage, expect_errno, ino, names,
     nlink, read, renameat2, run, write,
 )
-
-def settled(check, timeout: float = 2.0):
-    """Run `check` until it passes or `timeout` runs out, then once more for the verdict.
-
-    A name that vanishes or changes owner through *another* directory (the roll entry that
-    follows an album rename, album entries an update hands over) is invalidated in the kernel
-    right after the reply, from the daemon's own thread (README: "Kernel caches"): a stat in the
-    same microsecond can still see the old name. Listings are invalidated before the reply and
-    need no waiting."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            return check()
-        except (AssertionError, OSError):
-            time.sleep(0.01)
-    return check()
-
-
 
 def albums(mount, *names_):
     out = []
@@ -183,7 +164,7 @@ def test_rename_in_album_roll_entry_follows(mount):
     assert names(a) == ["y.jpg"]
     assert names(mount.roll) == ["y.jpg"]
     assert ino(mount.roll / "y.jpg") == ino(a / "y.jpg")
-    settled(lambda: expect_errno(errno.ENOENT, os.stat, mount.roll / "x.jpg"))
+    expect_errno(errno.ENOENT, os.stat, mount.roll / "x.jpg")
 
 
 def test_move_between_albums_with_new_name_roll_follows(mount):
@@ -258,7 +239,7 @@ def test_mv_album_to_roll_removes_reference_and_renames_roll_entry(mount):
     run(["mv", a / "x.jpg", mount.roll / "y.jpg"])
     assert names(a) == []
     assert names(mount.roll) == ["y.jpg"]
-    settled(lambda: expect_errno(errno.ENOENT, os.stat, mount.roll / "orig.jpg"))
+    expect_errno(errno.ENOENT, os.stat, mount.roll / "orig.jpg")
     expect_errno(errno.ENOENT, os.stat, a / "x.jpg")
     assert nlink(mount.roll / "y.jpg") == 1
     assert read(mount.roll / "y.jpg") == b"x"
@@ -321,7 +302,7 @@ def test_rename_over_in_album_is_update(mount):
         return st
 
     for p in (a / "x.jpg", mount.roll / "x.jpg", b / "bx.jpg"):
-        st = settled(lambda: handed_over(p))
+        st = handed_over(p)
         assert st.st_nlink == 3
         assert read(p) == b"new version!"
         # Only entries change hands: the moving asset keeps its own mode, times and xattrs.
@@ -329,7 +310,7 @@ def test_rename_over_in_album_is_update(mount):
         assert st.st_mtime_ns == 1_500_000_000_123_456_789
         assert os.getxattr(p, "user.v") == b"new"
     assert old not in all_entries(mount.mp).values()
-    settled(lambda: expect_errno(errno.ENOENT, os.stat, mount.roll / ".x.jpg.Ab12Cd"))
+    expect_errno(errno.ENOENT, os.stat, mount.roll / ".x.jpg.Ab12Cd")
 
 
 def test_update_where_album_held_both_keeps_moving_assets_entry(mount):
@@ -398,7 +379,7 @@ def test_rename_over_into_roll_from_album_deletes_old_asset(mount):
     assert ino(mount.roll / "x.jpg") == new and read(mount.roll / "x.jpg") == b"Y"
     assert names(a) == []
     assert names(c) == []
-    settled(lambda: expect_errno(errno.ENOENT, os.stat, c / "cx.jpg"))
+    expect_errno(errno.ENOENT, os.stat, c / "cx.jpg")
     assert old not in all_entries(mount.mp).values()
     assert nlink(mount.roll / "x.jpg") == 1
 
