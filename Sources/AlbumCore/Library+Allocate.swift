@@ -24,8 +24,9 @@ extension Library {
         guard offset >= 0, length > 0 else { throw .invalidArgument }
         let (end, overflow) = offset.addingReportingOverflow(length)
         guard !overflow, end <= largestFileSize else { throw .fileTooLarge }
-        if !openFiles.isMarked(file.id) { try markBeingWritten(file.id) }
-        try syscall { systemFallocate(file.descriptor, mode, Int(offset), Int(length)) }
+        try changingData(file) { () throws(LibraryError) in
+            try syscall { systemFallocate(file.descriptor, mode, Int(offset), Int(length)) }
+        }
         if mode == 0 { openFiles.wrote(file.id, endingAt: end, now: currentTime()) }
     }
 }

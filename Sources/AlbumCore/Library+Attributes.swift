@@ -2,8 +2,10 @@
 ///
 /// A size change touches the data, so it follows the write protocol: the
 /// asset is marked as being written in the transaction that commits the new
-/// size, the data is cut after the commit, and the mark goes afterwards (if
-/// no open handle holds it). A crash in between leaves a mark, and the next
+/// size, the open-file state takes the new size and a pin on the mark in
+/// the same lock hold (a flush or last release after it neither commits the
+/// old size nor takes the mark), the data is cut after the commit, and the
+/// mark goes with the pin if no handle can write. A crash in between leaves a mark, and the next
 /// mount takes the size from the data: before or after, never a row that
 /// promises bytes the data does not have. A size the content directory's
 /// filesystem cannot hold is refused before anything changes (EFBIG), and a
@@ -16,11 +18,9 @@ extension Library {
     public func setAttributes(_ id: NodeID, _ changes: AttributeChanges, by caller: Caller = Caller(uid: 0, gid: 0),
                               dropsSetID: Bool = false) throws(LibraryError) -> Attributes {
         let openFiles = self.openFiles
-        // Shrinking a file frees space: it may use the reserve.
         let largestFileSize = self.largestFileSize
-        let (previous, result, marksHere) = try write(freesSpace: changes.size != nil) { db -> (Attributes, Attributes, Bool) in
-            // Decided under the database lock, where a last release clears marks.
-            let marksHere = changes.size != nil && !openFiles.isMarked(id)
+        // Shrinking a file frees space: it may use the reserve.
+        let (previous, result) = try write(freesSpace: changes.size != nil, { db, held -> (Attributes, Attributes) in
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
             // Start from the live state: unflushed writes must not be lost.
             let previous = openFiles.overlay(stored)
@@ -38,7 +38,7 @@ extension Library {
                 guard a.kind == .asset else { throw LibraryError.isDirectory }
                 guard size >= 0 else { throw LibraryError.invalidArgument }
                 guard size <= largestFileSize else { throw LibraryError.fileTooLarge }
-                if marksHere { try db.beginWrite(id) }
+                if !openFiles.isMarked(id, held) { try db.beginWrite(id) }
                 a.size = size
                 a.modificationTime = now
             }
@@ -54,23 +54,41 @@ extension Library {
             }
             a.changeTime = now
             try db.writeAttributes(a)
-            return (previous, a, marksHere)
+            return (previous, a)
+        }, committed: { committed, held in
+            // The live state takes the new attributes in the commit's lock
+            // hold, so a flush or release after it never commits the old
+            // size; a size change pins the mark until its cut is done.
+            let (_, result) = committed
+            openFiles.replace(with: result, held)
+            if changes.size != nil { openFiles.pin(result, held) }
+        })
+        guard let size = changes.size else { return result }
+        try pausePoints.reached(.setAttributesBeforeCut)
+        do {
+            try content.truncate(id, to: size)
+        } catch {
+            try? restore(previous)
+            try unpin(id)
+            throw error
         }
-        openFiles.replace(with: result)
-        if let size = changes.size {
-            do {
-                try content.truncate(id, to: size)
-            } catch {
-                try restore(previous, unmarking: marksHere)
-                throw error
-            }
-            if marksHere {
-                try write { db in
-                    if !openFiles.isMarked(id) { try db.endWrite(id) }
-                }
-            }
-        }
+        try unpin(id)
         return result
+    }
+
+    /// The cut is done: the pin goes, and the mark with it if no handle can write.
+    private func unpin(_ id: NodeID) throws(LibraryError) {
+        let openFiles = self.openFiles
+        try locked { db, held in
+            if openFiles.unpin(id, held) { try db.transaction { try db.endWrite(id) } }
+        }
+    }
+
+    /// Puts back the attributes a setattr replaced, after its data change failed.
+    private func restore(_ previous: Attributes) throws(LibraryError) {
+        let openFiles = self.openFiles
+        _ = try write(freesSpace: true, { db, _ in try db.writeAttributes(previous) },
+                      committed: { _, held in openFiles.replace(with: previous, held) })
     }
 
     /// Clears the set-ID bits a write by `caller` clears (SetIDBits), before
@@ -84,15 +102,5 @@ extension Library {
         guard dropped != 0 else { return false }
         _ = try setAttributes(id, AttributeChanges(mode: current.mode & ~dropped))
         return true
-    }
-
-    /// Puts back the attributes a setattr replaced, after its data change failed.
-    private func restore(_ previous: Attributes, unmarking: Bool) throws(LibraryError) {
-        let openFiles = self.openFiles
-        try write(freesSpace: true) { db in
-            try db.writeAttributes(previous)
-            if unmarking && !openFiles.isMarked(previous.id) { try db.endWrite(previous.id) }
-        }
-        openFiles.replace(with: previous)
     }
 }

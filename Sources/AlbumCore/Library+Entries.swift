@@ -8,6 +8,10 @@ extension Library {
     public func createAsset(in parent: NodeID, named name: Name, mode: UInt32, by caller: Caller) throws(LibraryError) -> (Attributes, ChangeSet) {
         try Names.validate(name)
         let content = self.content
+        // A content file made for a transaction that then failed (a COMMIT
+        // on a full disk) is removed: its id may go to an album next.
+        var made: NodeID?
+        defer { if let made { content.remove(made) } }
         let result = try write { db -> (Attributes, ChangeSet) in
             let parentKind = try db.kind(of: parent)
             guard parentKind == .cameraRoll || parentKind == .album else {
@@ -35,9 +39,12 @@ extension Library {
             // before the commit leaves a file for an id the next mount's
             // clean-up (or the next create, which reuses the id) takes back.
             try content.create(id)
+            made = id
+            try pausePoints.reached(.createBeforeCommit)
             guard let attributes = try db.attributes(of: id) else { throw LibraryError.io(5) }
             return (attributes, changes)
         }
+        made = nil
         return result
     }
 
