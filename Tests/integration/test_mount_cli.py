@@ -1,4 +1,5 @@
-"""The albumfs command line: refused mounts (issue 2 item 13) and the mount contract of SEMANTICS.md."""
+"""The albumfs command line: SEMANTICS.md § Durability and safety (refused mounts, the mount table,
+mount.fuse3, options, stores created only on purpose, failures that say why, unmount)."""
 
 import errno
 import os
@@ -14,7 +15,7 @@ from albumfs_testlib import (
 
 @pytest.mark.parametrize("foreground", [True, False], ids=["-f", "background"])
 def test_second_mount_of_same_store_is_refused(mount, tmp_path, foreground):
-    """Item 13: a second albumfs mount of the same store is refused with a message; the first is unharmed."""
+    """SEMANTICS.md § Durability and safety (one daemon per store): a second albumfs mount of the same store is refused with a message; the first is unharmed."""
     write(mount.roll / "keep.jpg", b"keep me")
     mp2 = tmp_path / "mnt2"
     mp2.mkdir()
@@ -33,7 +34,7 @@ def test_second_mount_of_same_store_is_refused(mount, tmp_path, foreground):
 
 @pytest.mark.parametrize("foreground", [True, False], ids=["-f", "background"])
 def test_missing_mount_point_is_refused(tmp_path, foreground):
-    """Item 13: a mount point that does not exist → non-zero exit and a message."""
+    """SEMANTICS.md § Durability and safety: a mount point that does not exist → non-zero exit and a message."""
     store, missing = tmp_path / "store", tmp_path / "no-such-dir"
     albumfs("init", store)
     cmd = [ALBUMFS, "mount", "--store", str(store)] + (["-f"] if foreground else []) + [missing]

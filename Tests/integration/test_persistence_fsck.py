@@ -1,4 +1,4 @@
-"""Remount, crash and fsck: the store keeps everything (issue 2 items 12 and 14)."""
+"""Remount, crash and fsck: the store keeps everything (SEMANTICS.md § Durability and safety)."""
 
 import errno
 import hashlib
@@ -15,7 +15,7 @@ ODD = [b"my photo.jpg", b"line\nbreak.jpg", b"\xff\xfe.jpg", "写真.jpg".encode
 
 
 def populate(mount, tmp_path):
-    """A library touched by every kind of operation of issue 2."""
+    """A library touched by every kind of operation of SEMANTICS.md § What each operation does."""
     roll, al = mount.roll, mount.albums
     paris, family, best = al / "Trips" / "2024" / "Paris", al / "Family", al / "Best"
     run(["mkdir", "-p", paris, family, best])
@@ -78,7 +78,7 @@ def assert_same(before: dict, after: dict):
 
 
 def test_remount_keeps_everything(mount, tmp_path):
-    """Item 12: unmount and mount again: names, bytes, inode numbers, modes, times, xattrs identical."""
+    """SEMANTICS.md § Durability and safety: unmount and mount again: names, bytes, inode numbers, modes, times, xattrs identical."""
     populate(mount, tmp_path)
     before = snapshot(mount.mp)
     assert b"Albums/Best/paris.jpg" in before and b"Camera Roll/IMG_1 (2).JPG" in before
@@ -91,7 +91,7 @@ def test_remount_keeps_everything(mount, tmp_path):
 
 
 def test_fsck_clean_after_workload(mount, tmp_path):
-    """Item 14: albumfs fsck on the store after all of the above exits 0."""
+    """SEMANTICS.md § Durability and safety: albumfs fsck on the store after all of the above exits 0."""
     populate(mount, tmp_path)
     mount.unmount()
     p = albumfs("fsck", "--store", mount.store, check=False)

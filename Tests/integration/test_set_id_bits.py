@@ -64,7 +64,8 @@ WRITES = {
 
 
 @pytest.mark.parametrize("how", list(WRITES))
-@pytest.mark.parametrize("mode, expected", [(0o6777, 0o777), (0o4777, 0o777), (0o2777, 0o777)])
+@pytest.mark.parametrize("mode, expected", [(0o6777, 0o777), (0o4777, 0o777), (0o2777, 0o777)],
+                         ids=["6777", "4777", "2777"])
 def test_write_by_another_user_clears_set_id_bits(shared_mount, how, mode, expected):
     """pjdfstest chmod/12.t: a write or truncate by a non-root caller clears the bits."""
     path = asset(shared_mount, "x.jpg", mode)
@@ -83,7 +84,7 @@ def test_write_by_root_keeps_set_id_bits(shared_mount, how):
     assert mode_of(path) == 0o6777
 
 
-@pytest.mark.parametrize("mode, by_owner, by_root", [
+@pytest.mark.parametrize("mode, by_owner, by_root", ids=["6555", "4555", "2555", "2444"], argvalues=[
     (0o6555, 0o555, 0o555),     # group-executable: both bits go, whoever chowns
     (0o4555, 0o555, 0o555),
     (0o2555, 0o555, 0o555),
