@@ -143,6 +143,8 @@ def test_mount_t_fuse_albumfs(tmp_path):
         assert p.returncode == 0, p.stderr
         entry = mount_entry(mp)
         assert entry is not None and entry[0] == str(store) and entry[2] == "fuse.albumfs"
+        # mount.fuse3 passes dev,suid: every mount is nosuid,nodev all the same.
+        assert {"nosuid", "nodev"} <= set(entry[3].split(",")), entry[3]
         write(mp / "Camera Roll" / "x.jpg", b"x")
         assert read(mp / "Camera Roll" / "x.jpg") == b"x"
         left = stop_background_mount(mp, store)
