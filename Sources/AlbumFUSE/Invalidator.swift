@@ -127,7 +127,7 @@ final class Invalidator: Sendable {
         queue.sync {}
         session.withLock { $0 = nil }
         let (inTime, late) = (namesInTime.load(ordering: .relaxed), namesPastBound.load(ordering: .relaxed))
-        if inTime + late > 0 {
+        if late > 0 {
             Log.error("name invalidations before the reply: \(inTime + late) requests, \(late) of them replied at the \(Self.nameWaitMilliseconds) ms bound")
         }
     }
