@@ -61,13 +61,48 @@ public struct ContentStore: Sendable {
     }
 
     /// Opens an asset's data for reading and writing.
+    /// A listed asset without its file is `.missingData`, never "not found".
     public func open(_ id: NodeID, writable: Bool) throws(LibraryError) -> Int32 {
         let flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC
-        return try syscall { Glibc.open(path(of: id), flags) }
+        do {
+            return try syscall { Glibc.open(path(of: id), flags) }
+        } catch .notFound {
+            throw .missingData(id)
+        }
+    }
+
+    /// The largest size a file may have on the content directory's filesystem
+    /// (its `s_maxbytes`: a bigger truncate is EFBIG there, as on ext4). The
+    /// kernel says it only by refusing, so an unnamed O_TMPFILE file is cut to
+    /// sizes by bisection: ~63 `ftruncate`s of a sparse file, no data written,
+    /// nothing left behind even on a crash. Int64.max when it cannot be told
+    /// (a filesystem without O_TMPFILE, a read-only store).
+    func largestFileSize() -> Int64 {
+        // O_TMPFILE (__O_TMPFILE | O_DIRECTORY) is a _GNU_SOURCE macro the Glibc module lacks.
+        let fd = Glibc.open(directory, 0o20_200_000 | O_RDWR | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return Int64.max }
+        defer { close(fd) }
+        func fits(_ size: Int64) -> Bool {
+            while true {
+                if ftruncate(fd, off_t(size)) == 0 { return true }
+                if errno != EINTR { return false }
+            }
+        }
+        if fits(Int64.max) { return Int64.max }
+        var (fitting, tooLarge) = (Int64(0), Int64.max)
+        while tooLarge - fitting > 1 {
+            let middle = fitting + (tooLarge - fitting) / 2
+            if fits(middle) { fitting = middle } else { tooLarge = middle }
+        }
+        return fitting
     }
 
     func truncate(_ id: NodeID, to size: Int64) throws(LibraryError) {
-        try syscall { Glibc.truncate(path(of: id), off_t(size)) }
+        do {
+            try syscall { Glibc.truncate(path(of: id), off_t(size)) }
+        } catch .notFound {
+            throw .missingData(id)
+        }
     }
 
     /// Frees an asset's data. Missing data is not an error: the row is what counts.

@@ -10,6 +10,8 @@ public struct StoreChecker {
         public let description: String
         /// What `--repair` does about it, or nil when it cannot without losing data.
         public let repair: String?
+        /// When `repair` is nil: why no change to the store would be safe.
+        public var whyNotRepaired: String? = nil
     }
 
     public let location: StoreLocation
@@ -64,12 +66,16 @@ public struct StoreChecker {
                 : "the store has format \(version), newer than this albumfs knows (\(Schema.migrator.latestVersion))")
         }
         guard version == Schema.migrator.latestVersion else {
-            return [Problem(description: "schema version \(version), this albumfs knows \(Schema.migrator.latestVersion) (mount migrates an older store)", repair: nil)]
+            return [Problem(description: "schema version \(version), this albumfs knows \(Schema.migrator.latestVersion) (mount migrates an older store)", repair: nil,
+                            whyNotRepaired: "fsck checks only the current format: mount the store once to migrate it")]
         }
         let integrity = try db.statement("PRAGMA quick_check")
         while try integrity.step() {
             let message = integrity.text(0)
-            if message != "ok" { problems.append(Problem(description: "database: \(message)", repair: nil)) }
+            if message != "ok" {
+                problems.append(Problem(description: "database: \(message)", repair: nil,
+                                        whyNotRepaired: "SQLite cannot say which rows are right; restore library.sqlite from a backup"))
+            }
         }
 
         // Pass 1: the database.
@@ -104,12 +110,14 @@ public struct StoreChecker {
         var withoutRollEntry: [NodeID] = []
         var withoutRecentlyDeletedEntry: [NodeID] = []
         for id in deleted where assets[id].map({ $0.isSideFile }) ?? true {
-            problems.append(Problem(description: "node \(id) is listed as deleted but is no asset", repair: nil))
+            problems.append(Problem(description: "node \(id) is listed as deleted but is no asset", repair: nil,
+                                    whyNotRepaired: "which of the two rows is wrong is not known"))
         }
         for (id, row) in assets where !row.isSideFile && deleted.contains(id) {
             // A deleted asset is in Recently Deleted, once, and in no roll.
             if row.rollEntries != 0 {
-                problems.append(Problem(description: "asset \(id) is deleted but still in the Camera Roll", repair: nil))
+                problems.append(Problem(description: "asset \(id) is deleted but still in the Camera Roll", repair: nil,
+                                        whyNotRepaired: "whether it was being deleted or restored is not known"))
             }
             if row.recentlyDeletedEntries == 0 {
                 withoutRecentlyDeletedEntry.append(id)
@@ -123,7 +131,8 @@ public struct StoreChecker {
                 problems.append(Problem(description: "asset \(id) has no entry in the Camera Roll",
                                         repair: "add it to the Camera Roll as recovered-\(id)"))
             } else {
-                problems.append(Problem(description: "asset \(id) is in the Camera Roll \(row.rollEntries) times", repair: nil))
+                problems.append(Problem(description: "asset \(id) is in the Camera Roll \(row.rollEntries) times", repair: nil,
+                                        whyNotRepaired: "which of its roll names to keep is not known, and unlinking a roll name deletes the asset"))
             }
         }
 
@@ -150,19 +159,20 @@ public struct StoreChecker {
             }
             seen.insert(id)
             if size != row.size {
-                // After an interrupted write the data is the truth; otherwise it
-                // is not clear which side is right.
+                // The data is the truth: its size keeps every byte there is (after
+                // an interrupted write, or a row that promises bytes never written).
                 let interrupted = unfinishedWrites.contains(id)
-                if interrupted { sizeFromData.append((id, size)) }
+                sizeFromData.append((id, size))
                 problems.append(Problem(
                     description: "asset \(id) records \(row.size) bytes but its data has \(size)"
                         + (interrupted ? " (a write was interrupted)" : ""),
-                    repair: interrupted ? "set its size to \(size)" : nil))
+                    repair: "set its size to \(size)"))
             }
         }
         let dataInDatabase = Set(try db.nodesWithDataInDatabase())
         for id in assets.keys where !seen.contains(id) && !dataInDatabase.contains(id) {
-            problems.append(Problem(description: "asset \(id) has no data (\(content.path(of: id)) is missing)", repair: nil))
+            problems.append(Problem(description: "asset \(id) has no data (\(content.path(of: id)) is missing)", repair: nil,
+                                    whyNotRepaired: "only a backup of that file can bring it back; removing the asset would drop its names and albums"))
         }
 
         if repair {

@@ -2,30 +2,45 @@
 ///
 /// A size change touches the data, so it follows the write protocol: the
 /// asset is marked as being written in the transaction that commits the new
-/// size, the data is cut after the commit, and the mark goes afterwards (if
-/// no open handle holds it). A crash in between leaves a mark, and the next
+/// size, the open-file state takes the new size and a pin on the mark in
+/// the same lock hold (a flush or last release after it neither commits the
+/// old size nor takes the mark), the data is cut after the commit, and the
+/// mark goes with the pin if no handle can write. A crash in between leaves a mark, and the next
 /// mount takes the size from the data: before or after, never a row that
-/// promises bytes the data does not have.
+/// promises bytes the data does not have. A size the content directory's
+/// filesystem cannot hold is refused before anything changes (EFBIG), and a
+/// cut that fails puts the row back as it was: a failed call changes nothing.
+///
+/// Set-ID bits go as Linux takes them (see SetIDBits): a chown clears them,
+/// and a size change does when the kernel says the caller lacks CAP_FSETID
+/// (`dropsSetID`: FATTR_KILL_SUIDGID, under FUSE_HANDLE_KILLPRIV_V2).
 extension Library {
-    public func setAttributes(_ id: NodeID, _ changes: AttributeChanges) throws(LibraryError) -> Attributes {
+    public func setAttributes(_ id: NodeID, _ changes: AttributeChanges, by caller: Caller = Caller(uid: 0, gid: 0),
+                              dropsSetID: Bool = false) throws(LibraryError) -> Attributes {
         let openFiles = self.openFiles
         if changes.size != nil { try writeDataKeptInDatabase(id) }
+        let largestFileSize = self.largestFileSize
         // Shrinking a file frees space: it may use the reserve.
-        let (result, marksHere) = try write(freesSpace: changes.size != nil) { db -> (Attributes, Bool) in
-            // Decided under the database lock, where a last release clears marks.
-            let marksHere = changes.size != nil && !openFiles.isMarked(id)
+        let (previous, result) = try write(freesSpace: changes.size != nil, { db, held -> (Attributes, Attributes) in
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
             if try db.isDeleted(id) { throw LibraryError.notPermitted }
             // Start from the live state: unflushed writes must not be lost.
-            var a = openFiles.overlay(stored)
+            let previous = openFiles.overlay(stored)
+            var a = previous
             let now = options.now()
-            if let mode = changes.mode { a.mode = mode & 0o7777 }
+            if let mode = changes.mode {
+                a.mode = mode & 0o7777
+            } else {
+                if changes.uid != nil || changes.gid != nil { a.mode &= ~SetIDBits.droppedByChown(previous, by: caller) }
+                if changes.size != nil && dropsSetID { a.mode &= ~SetIDBits.droppedByWriting(previous, by: caller) }
+            }
             if let uid = changes.uid { a.uid = uid }
             if let gid = changes.gid { a.gid = gid }
             if let size = changes.size {
                 guard a.kind.hasData else { throw LibraryError.isDirectory }
                 guard size >= 0 else { throw LibraryError.invalidArgument }
-                if marksHere { try db.beginWrite(id) }
+                guard size <= largestFileSize else { throw LibraryError.fileTooLarge }
+                if !openFiles.isMarked(id, held) { try db.beginWrite(id) }
                 a.size = size
                 a.modificationTime = now
             }
@@ -41,17 +56,53 @@ extension Library {
             }
             a.changeTime = now
             try db.writeAttributes(a)
-            return (a, marksHere)
-        }
-        openFiles.replace(with: result)
-        if let size = changes.size {
+            return (previous, a)
+        }, committed: { committed, held in
+            // The live state takes the new attributes in the commit's lock
+            // hold, so a flush or release after it never commits the old
+            // size; a size change pins the mark until its cut is done.
+            let (_, result) = committed
+            openFiles.replace(with: result, held)
+            if changes.size != nil { openFiles.pin(result, held) }
+        })
+        guard let size = changes.size else { return result }
+        try pausePoints.reached(.setAttributesBeforeCut)
+        do {
             try content.truncate(id, to: size)
-            if marksHere {
-                try write { db in
-                    if !openFiles.isMarked(id) { try db.endWrite(id) }
-                }
-            }
+        } catch {
+            try? restore(previous)
+            try unpin(id)
+            throw error
         }
+        try unpin(id)
         return result
+    }
+
+    /// The cut is done: the pin goes, and the mark with it if no handle can write.
+    private func unpin(_ id: NodeID) throws(LibraryError) {
+        let openFiles = self.openFiles
+        try locked { db, held in
+            if openFiles.unpin(id, held) { try db.transaction { try db.endWrite(id) } }
+        }
+    }
+
+    /// Puts back the attributes a setattr replaced, after its data change failed.
+    private func restore(_ previous: Attributes) throws(LibraryError) {
+        let openFiles = self.openFiles
+        _ = try write(freesSpace: true, { db, _ in try db.writeAttributes(previous) },
+                      committed: { _, held in openFiles.replace(with: previous, held) })
+    }
+
+    /// Clears the set-ID bits a write by `caller` clears (SetIDBits), before
+    /// it opens `id` for writing: with FUSE passthrough no write reaches the
+    /// daemon, so the open is the last moment it can. Returns whether the
+    /// mode changed (the kernel's cached attributes are then stale).
+    public func dropSetIDBits(_ id: NodeID, openedForWritingBy caller: Caller) throws(LibraryError) -> Bool {
+        guard !caller.isSuperuser, !isReadOnly else { return false }
+        let current = try attributes(of: id)
+        let dropped = SetIDBits.droppedByWriting(current, by: caller)
+        guard dropped != 0 else { return false }
+        _ = try setAttributes(id, AttributeChanges(mode: current.mode & ~dropped))
+        return true
     }
 }

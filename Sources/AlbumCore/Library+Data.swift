@@ -19,23 +19,19 @@ public final class OpenFile: Sendable {
 extension Library {
     public func open(_ id: NodeID, writable: Bool, truncate: Bool) throws(LibraryError) -> OpenFile {
         if writable && isReadOnly { throw .readOnly }
-        let attributes = try attributes(of: id)
-        guard attributes.kind.hasData else { throw .isDirectory }
-        if attributes.kind == .sideFile { try writeDataKeptInDatabase(id) }
+        let kind = try attributes(of: id).kind
+        guard kind.hasData else { throw .isDirectory }
+        if kind == .sideFile { try writeDataKeptInDatabase(id) }
         let descriptor = try content.open(id, writable: writable)
-        guard writable else {
-            openFiles.opened(attributes, writable: false)
-            return OpenFile(id: id, descriptor: descriptor, isWritable: false)
-        }
+        let attributes: Attributes
         do {
-            // Marked before any byte can change (O_TRUNC included).
-            try markBeingWritten(id) { $0.opened(attributes, writable: true) }
+            attributes = try register(id, writable: writable)
         } catch {
             close(descriptor)
             throw error
         }
-        let file = OpenFile(id: id, descriptor: descriptor, isWritable: true)
-        if truncate && attributes.size != 0 {
+        let file = OpenFile(id: id, descriptor: descriptor, isWritable: writable)
+        if writable && truncate && attributes.size != 0 {
             do {
                 _ = try setAttributes(id, AttributeChanges(size: 0))
             } catch {
@@ -62,9 +58,32 @@ extension Library {
     /// Opens an asset `createAsset` just made (already marked as being written).
     public func openCreated(_ attributes: Attributes) throws(LibraryError) -> OpenFile {
         let descriptor = try content.open(attributes.id, writable: true)
-        openFiles.opened(attributes, writable: true)
-        openFiles.setMarked(attributes.id, true)
+        let openFiles = self.openFiles
+        try locked { _, held in
+            openFiles.opened(attributes, writable: true, held)
+            openFiles.setMarked(attributes.id, true, held)
+        }
         return OpenFile(id: attributes.id, descriptor: descriptor, isWritable: true)
+    }
+
+    /// Seeds the open-file state of a new handle with the asset's live
+    /// attributes, read in the same lock hold (a last release cannot come
+    /// between the read and the seed); a handle that can write marks the
+    /// asset first (before any byte can change, O_TRUNC included).
+    private func register(_ id: NodeID, writable: Bool) throws(LibraryError) -> Attributes {
+        let openFiles = self.openFiles
+        return try locked { db, held in
+            guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
+            // Deleted assets stay readable and are otherwise read-only.
+            if writable, try db.isDeleted(id) { throw LibraryError.notPermitted }
+            let live = openFiles.overlay(stored)
+            if writable && !openFiles.isMarked(id, held) {
+                try db.transaction { try db.beginWrite(id) }
+            }
+            openFiles.opened(live, writable: writable, held)
+            if writable { openFiles.setMarked(id, true, held) }
+            return live
+        }
     }
 
     /// Hands `file`'s writes to the kernel (FUSE passthrough): they go into
@@ -72,25 +91,41 @@ extension Library {
     /// content file's size and mtime are taken as the asset's whenever its
     /// live state is read (getattr, listings, flush, release).
     public func writesBypassDaemon(_ file: OpenFile) {
-        if file.isWritable { openFiles.addDirectWriter(file.id, descriptor: file.descriptor) }
+        guard file.isWritable else { return }
+        let openFiles = self.openFiles
+        try? locked { _, held in openFiles.addDirectWriter(file.id, descriptor: file.descriptor, held) }
     }
 
-    /// Marks `id` as being written (an `unfinished_writes` row) unless it is,
-    /// then runs `registering` on OpenFiles: both under the database lock, so
-    /// a concurrent last release cannot clear the mark between the check and
-    /// the registration. A transaction only when the row is missing, and
-    /// OpenFiles is touched only after it committed.
-    private func markBeingWritten(_ id: NodeID, registering: (OpenFiles) -> Void = { _ in }) throws(LibraryError) {
+    /// Marks `id` as being written (an `unfinished_writes` row) unless it
+    /// is, under the database lock: a transaction only when the row is
+    /// missing, and OpenFiles is touched only after it committed.
+    func markBeingWritten(_ id: NodeID) throws(LibraryError) {
         if isReadOnly { throw .readOnly }
         let openFiles = self.openFiles
-        try database.withLock { db throws(LibraryError) in
-            // Deleted assets stay readable and are otherwise read-only.
-            if try mappingErrors({ try db.isDeleted(id) }) { throw LibraryError.notPermitted }
-            if !openFiles.isMarked(id) {
-                try mappingErrors { try db.transaction { try db.beginWrite(id) } }
+        try locked { db, held in
+            if !openFiles.isMarked(id, held) {
+                try db.transaction { try db.beginWrite(id) }
             }
-            registering(openFiles)
-            openFiles.setMarked(id, true)
+            openFiles.setMarked(id, true, held)
+        }
+    }
+
+    /// Runs `change` on the data of an open handle, with the asset marked
+    /// for the whole of it: a flush that comes between the check and the
+    /// data cannot take the mark (OpenFiles.beginWriting).
+    func changingData<T>(_ file: OpenFile, _ change: () throws(LibraryError) -> T) throws(LibraryError) -> T {
+        while true {
+            switch openFiles.beginWriting(file.id) {
+            case .started:
+                defer { openFiles.endWriting(file.id) }
+                try pausePoints.reached(.writeBeforeData)
+                return try change()
+            case .unmarked:
+                // A flush took the mark but a handle writes on (a dup'ed descriptor).
+                try markBeingWritten(file.id)
+            case .notOpen:
+                throw .io(EBADF)
+            }
         }
     }
 
@@ -122,11 +157,7 @@ extension Library {
     public func write(_ file: OpenFile, count: Int, at offset: Int64,
                       transfer: (_ descriptor: Int32) -> Int) throws(LibraryError) -> Int {
         if isReadOnly || !file.isWritable { throw isReadOnly ? .readOnly : .io(EBADF) }
-        if !openFiles.isMarked(file.id) {
-            // A flush cleared the mark but a handle wrote on (a dup'ed descriptor).
-            try markBeingWritten(file.id)
-        }
-        let written = transfer(file.descriptor)
+        let written = try changingData(file) { () throws(LibraryError) in transfer(file.descriptor) }
         if written < 0 { throw LibraryError(errno: Int32(-written)) }
         if written > 0 {
             openFiles.wrote(file.id, endingAt: offset + Int64(written), now: currentTime())
@@ -137,32 +168,32 @@ extension Library {
     /// Commits the size and times that writes changed. Runs at FLUSH (every
     /// close), so a closed file's metadata survives a killed daemon.
     public func flush(_ file: OpenFile) throws(LibraryError) {
-        try commit(file) { $0.flushing(file.id, writable: file.isWritable) }
+        try commit(file) { $0.flushing(file.id, writable: file.isWritable, $1) }
     }
 
-    /// Commits what `take` says under the database lock, in one transaction;
-    /// nothing at all when there is nothing to commit.
-    private func commit(_ file: OpenFile, _ take: @escaping (OpenFiles) -> OpenFiles.Commit) throws(LibraryError) {
+    /// Commits what `take` says under the database lock, in one transaction
+    /// (nothing at all when there is nothing to commit), and tells OpenFiles
+    /// in the same lock hold; `closing`: then forgets a file nobody has open.
+    private func commit(_ file: OpenFile, closing: Bool = false,
+                        _ take: (OpenFiles, borrowing DatabaseHeld) -> OpenFiles.Commit) throws(LibraryError) {
         let openFiles = self.openFiles
-        let commit = try database.withLock { db throws(LibraryError) -> OpenFiles.Commit in
-            let commit = take(openFiles)
-            guard !commit.isEmpty else { return commit }
-            do throws(LibraryError) {
-                try mappingErrors {
-                    try db.transaction {
-                        if let a = commit.snapshot?.attributes {
-                            try db.writeContentState(a.id, size: a.size, modified: a.modificationTime, changed: a.changeTime)
-                        }
-                        if commit.unmark { try db.endWrite(file.id) }
+        try locked { db, held in
+            defer { if closing { openFiles.forgetIfClosed(file.id, held) } }
+            let commit = take(openFiles, held)
+            guard !commit.isEmpty else { return }
+            do {
+                try db.transaction {
+                    if let a = commit.snapshot?.attributes {
+                        try db.writeContentState(a.id, size: a.size, modified: a.modificationTime, changed: a.changeTime)
                     }
+                    if commit.unmark { try db.endWrite(file.id) }
                 }
             } catch {
-                if commit.unmark { openFiles.setMarked(file.id, true) }
+                if commit.unmark { openFiles.setMarked(file.id, true, held) }
                 throw error
             }
-            return commit
+            if let snapshot = commit.snapshot { openFiles.committed(snapshot, held) }
         }
-        if let snapshot = commit.snapshot { openFiles.committed(snapshot) }
     }
 
     /// Makes the file's data and metadata durable against power loss: its
@@ -171,7 +202,7 @@ extension Library {
         try syscall { dataOnly ? fdatasync(file.descriptor) : fsync(file.descriptor) }
         try content.synchronizeDirectory(of: file.id)
         if !isReadOnly {
-            try commit(file) { $0.synchronizing(file.id) }
+            try commit(file) { $0.synchronizing(file.id, $1) }
             try synchronizeDatabase()
         }
     }
@@ -188,14 +219,15 @@ extension Library {
     /// The last close of a handle: commit what is left (the live state if it
     /// changed, the mark when the last writer goes) and drop the descriptor.
     public func release(_ file: OpenFile) throws(LibraryError) {
-        defer {
-            close(file.descriptor)
-            openFiles.forgetIfClosed(file.id)
-        }
+        defer { close(file.descriptor) }
         if isReadOnly {
-            _ = openFiles.closing(file.id, writable: file.isWritable, descriptor: file.descriptor)
+            let openFiles = self.openFiles
+            try locked { _, held in
+                _ = openFiles.closing(file.id, writable: file.isWritable, descriptor: file.descriptor, held)
+                openFiles.forgetIfClosed(file.id, held)
+            }
             return
         }
-        try commit(file) { $0.closing(file.id, writable: file.isWritable, descriptor: file.descriptor) }
+        try commit(file, closing: true) { $0.closing(file.id, writable: file.isWritable, descriptor: file.descriptor, $1) }
     }
 }

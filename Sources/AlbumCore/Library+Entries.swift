@@ -36,10 +36,12 @@ extension Library {
                 try m.db.insertEntry(parent, name, id)
                 try m.db.touchDirectory(parent, now: m.now)
                 // Data before the row that points at it: created inside the
-                // transaction, so a failure here commits nothing, and a crash
-                // before the commit leaves a file for an id the next mount's
-                // clean-up (or the next create, which reuses the id) takes back.
+                // transaction and removed if it does not commit (a COMMIT that
+                // fails on a full disk included: its id may go to an album
+                // next); a crash before the commit leaves a file for an id the
+                // next mount's clean-up takes back.
                 try m.createContent(id)
+                try pausePoints.reached(.createBeforeCommit)
             }
             guard let attributes = try m.db.attributes(of: id) else { throw LibraryError.io(5) }
             return attributes

@@ -11,7 +11,16 @@ import Synchronization
 /// operation takes that lock for one short transaction. File data is read and
 /// written with pread/pwrite on per-handle descriptors, outside any lock.
 /// Lock order: `database` may be held while taking `openFiles`' lock, never
-/// the other way round.
+/// the other way round. `OpenFiles`' opens, closes, marks and committed
+/// state change only under the database lock: those methods take a
+/// `DatabaseHeld`, which only the lock helpers below make.
+/// Proof that the database lock is held. Made only by Library's lock
+/// helpers, inside the lock, and lent (`borrowing`) to the code that runs
+/// there; being ~Copyable it cannot be kept past it.
+struct DatabaseHeld: ~Copyable {
+    fileprivate init() {}
+}
+
 public final class Library: Sendable {
     public let location: StoreLocation
     public let content: ContentStore
@@ -19,20 +28,25 @@ public final class Library: Sendable {
     public let options: LibraryOptions
     let database: Mutex<Database>
     let openFiles = OpenFiles()
+    /// Where tests step in to run a race's other half (PausePoints).
+    let pausePoints = PausePoints()
     let reserve: SpaceReserve
     /// Purged nodes whose data is freed and whose pending_purges row is not yet gone.
     let freedData = Mutex<[NodeID]>([])
+    /// The largest file the content directory's filesystem holds: a bigger
+    /// size is refused before anything changes (EFBIG, as ext4 does).
+    let largestFileSize: Int64
 
-    /// Opens (creating on first use) the store at `location`. The first opener
-    /// owns the fixed directories. Throws `.unusableStore` with a one-line
-    /// reason when the store cannot be used.
-    public init(location: StoreLocation, owner: Caller, readOnly: Bool = false,
+    /// Opens the store at `location` (creating it when none is there only if
+    /// `create`). The first opener owns the fixed directories. Throws
+    /// `.unusableStore` with a one-line reason when the store cannot be used.
+    public init(location: StoreLocation, owner: Caller, readOnly: Bool = false, create: Bool = false,
                 options: LibraryOptions = LibraryOptions()) throws(LibraryError) {
         self.location = location
         self.options = options
         self.content = ContentStore(directory: location.contentPath)
         self.isReadOnly = readOnly
-        let opener = StoreOpener(location: location, owner: owner, readOnly: readOnly)
+        let opener = StoreOpener(location: location, owner: owner, readOnly: readOnly, create: create)
         let reserve = SpaceReserve(location: location)
         let db: Database
         let full = LibraryError.unusableStore("the disk of the store \(location.root) is full")
@@ -46,6 +60,7 @@ public final class Library: Sendable {
         }
         self.database = Mutex(db)
         self.reserve = reserve
+        self.largestFileSize = readOnly ? Int64.max : content.largestFileSize()
         if !readOnly {
             reserve.take()
             // What expired while the store was not mounted goes now.
@@ -54,6 +69,35 @@ public final class Library: Sendable {
     }
 
     // MARK: running transactions
+
+    /// Runs `body` under the database lock, with the proof that it is held.
+    func locked<T: Sendable>(_ body: (Database, borrowing DatabaseHeld) throws -> T) throws(LibraryError) -> T {
+        try database.withLock { db throws(LibraryError) in
+            let held = DatabaseHeld()
+            return try mappingErrors { try body(db, held) }
+        }
+    }
+
+    /// `write`, with the proof of the lock lent to `body` and to `committed`,
+    /// which runs after the commit under the same lock hold: where OpenFiles
+    /// takes in what was committed, before anyone else can look.
+    func write<T: Sendable>(freesSpace: Bool = false, _ body: (Database, borrowing DatabaseHeld) throws -> T,
+                            committed: (T, borrowing DatabaseHeld) -> Void) throws(LibraryError) -> T {
+        if isReadOnly { throw .readOnly }
+        func attempt() throws(LibraryError) -> T {
+            try database.withLock { db throws(LibraryError) in
+                let held = DatabaseHeld()
+                let result = try mappingErrors { try db.transaction { try body(db, held) } }
+                committed(result, held)
+                return result
+            }
+        }
+        do {
+            return try attempt()
+        } catch .noSpace where freesSpace && reserve.release() {
+            return try attempt()
+        }
+    }
 
     /// Runs a read under the database lock.
     func read<T: Sendable>(_ body: (Database) throws -> T) throws(LibraryError) -> T {
@@ -82,20 +126,26 @@ public final class Library: Sendable {
 
     // MARK: reading the tree
 
+    /// The row and the open-file state are read under one lock hold: a last
+    /// release (which commits and forgets the live state) cannot come between.
     public func attributes(of id: NodeID) throws(LibraryError) -> Attributes {
-        let stored = try read { db in try db.attributes(of: id) }
-        if let stored { return openFiles.overlay(stored) }
-        // Deleted while open: fstat on the open file still works.
-        if let live = openFiles.lastKnown(id) { return live }
-        throw .notFound
+        try pausePoints.reached(.readingAttributes)
+        let openFiles = self.openFiles
+        return try read { db in
+            if let stored = try db.attributes(of: id) { return openFiles.overlay(stored) }
+            // Deleted while open: fstat on the open file still works.
+            if let live = openFiles.lastKnown(id) { return live }
+            throw LibraryError.notFound
+        }
     }
 
     /// The node `name` in `parent`. In the root, `.Trash-UID` is found too
     /// (it is never listed), made on the first lookup by that uid.
     public func lookup(_ parent: NodeID, _ name: Name, by caller: Caller? = nil) throws(LibraryError) -> Attributes {
         if name.count > Names.maxLength { throw .nameTooLong }
-        let found = try read { db in try db.lookup(parent, name) }
-        if let found { return openFiles.overlay(found) }
+        let openFiles = self.openFiles
+        let found = try read { db in try db.lookup(parent, name).map(openFiles.overlay) }
+        if let found { return found }
         if parent == FixedNode.root, let uid = Self.trashOwner(name) {
             return try trash(of: uid, lookedUpBy: caller)
         }
@@ -104,14 +154,16 @@ public final class Library: Sendable {
 
     /// Up to `limit` entries of a directory after `cookie` (0: from the start).
     public func list(_ directory: NodeID, after cookie: Int64, limit: Int) throws(LibraryError) -> [DirectoryEntry] {
-        let rows = try read { db -> [(row: Int64, name: Name, attributes: Attributes)]? in
+        let openFiles = self.openFiles
+        let entries = try read { db -> [DirectoryEntry]? in
             guard let kind = try db.kind(of: directory) else { return nil }
             guard kind.isDirectory else { throw LibraryError.notDirectory }
-            return try db.listing(directory, afterRow: cookie, limit: limit)
+            let rows = try db.listing(directory, afterRow: cookie, limit: limit)
+            let attributes = openFiles.overlay(rows.map(\.attributes))
+            return zip(rows, attributes).map { DirectoryEntry(name: $0.name, attributes: $1, cookie: $0.row) }
         }
-        guard let rows else { throw .notFound }
-        let attributes = openFiles.overlay(rows.map(\.attributes))
-        return zip(rows, attributes).map { DirectoryEntry(name: $0.name, attributes: $1, cookie: $0.row) }
+        guard let entries else { throw .notFound }
+        return entries
     }
 
     /// The parent of a directory, for `..` (the root is its own parent).

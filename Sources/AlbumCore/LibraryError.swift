@@ -19,6 +19,12 @@ public enum LibraryError: Error, Equatable, Sendable {
     case attributeNotSupported
     case rangeTooSmall
     case valueTooLarge
+    /// A size past the largest file the content store's filesystem holds (EFBIG).
+    case fileTooLarge
+    /// The operation is not one albumfs does (EOPNOTSUPP), e.g. a fallocate mode.
+    case notSupported
+    /// A listed asset whose content file is gone (EIO, logged: the name exists).
+    case missingData(NodeID)
     /// The store cannot be used: the text says why, in one line.
     case unusableStore(String)
     case io(Int32)

@@ -16,6 +16,14 @@ import Synchronization
 /// passthrough): the daemon never sees them, so the handle's descriptor is
 /// kept here as a "direct writer", and whoever reads the live state first
 /// takes the content file's size and mtime in (`refresh`).
+///
+/// The lock rule: opens, closes, marks, pins and committed state change only
+/// under the database lock (where they are decided together with the rows):
+/// those methods take a `DatabaseHeld`, which only Library's lock helpers
+/// make. Two things go in without it, by design: what writes did to the data
+/// (`wrote`, `refresh`), which only ever makes the live state newer, and the
+/// count of writes in flight (`beginWriting`), which only keeps a mark from
+/// going.
 final class OpenFiles: Sendable {
     struct LiveFile {
         var openCount: Int
@@ -32,6 +40,12 @@ final class OpenFiles: Sendable {
         var directWriters: [Int32] = []
         /// The content file as `attributes` last took it in.
         var contentSeen = ContentStamp(size: -1, modified: 0)
+        /// Size changes (setattr) committed whose cut of the data is still to
+        /// come: the mark must stay until they are done.
+        var pins = 0
+        /// Writes between their mark check and their data: a flush must not
+        /// take the mark meanwhile.
+        var writing = 0
 
         /// What a commit must write of the live state: nothing if unchanged.
         var snapshot: Snapshot? { dirty ? Snapshot(attributes: attributes, generation: generation) : nil }
@@ -40,7 +54,7 @@ final class OpenFiles: Sendable {
 
     private let files = Mutex<[NodeID: LiveFile]>([:])
 
-    func opened(_ attributes: Attributes, writable: Bool) {
+    func opened(_ attributes: Attributes, writable: Bool, _ held: borrowing DatabaseHeld) {
         files.withLock { files in
             var file = files[attributes.id] ?? LiveFile(openCount: 0, writerCount: 0, attributes: attributes)
             file.openCount += 1
@@ -50,7 +64,7 @@ final class OpenFiles: Sendable {
     }
 
     /// From now on the kernel writes through `descriptor` without us.
-    func addDirectWriter(_ id: NodeID, descriptor: Int32) {
+    func addDirectWriter(_ id: NodeID, descriptor: Int32, _ held: borrowing DatabaseHeld) {
         files.withLock { files in
             guard var file = files[id] else { return }
             if file.directWriters.isEmpty, let stamp = ContentStamp(descriptor: descriptor) {
@@ -75,12 +89,55 @@ final class OpenFiles: Sendable {
         file.generation &+= 1
     }
 
-    func isMarked(_ id: NodeID) -> Bool {
+    func isMarked(_ id: NodeID, _ held: borrowing DatabaseHeld) -> Bool {
         files.withLock { files in files[id]?.marked ?? false }
     }
 
-    func setMarked(_ id: NodeID, _ marked: Bool) {
+    func setMarked(_ id: NodeID, _ marked: Bool, _ held: borrowing DatabaseHeld) {
         files.withLock { files in files[id]?.marked = marked }
+    }
+
+    enum WriteStart { case started, unmarked, notOpen }
+
+    /// A write is about to change the data: counted if the asset is marked
+    /// (else the caller marks it first), so that no flush takes the mark
+    /// before `endWriting`.
+    func beginWriting(_ id: NodeID) -> WriteStart {
+        files.withLock { files in
+            guard files[id] != nil else { return .notOpen }
+            guard files[id]!.marked else { return .unmarked }
+            files[id]!.writing += 1
+            return .started
+        }
+    }
+
+    func endWriting(_ id: NodeID) {
+        files.withLock { files in files[id]?.writing -= 1 }
+    }
+
+    /// A committed size change whose data is still to be cut: `attributes`
+    /// become the live state, and the asset stays marked until `unpin`.
+    func pin(_ attributes: Attributes, _ held: borrowing DatabaseHeld) {
+        files.withLock { files in
+            var file = files[attributes.id] ?? LiveFile(openCount: 0, writerCount: 0, attributes: attributes)
+            file.attributes = attributes
+            file.pins += 1
+            file.marked = true
+            files[attributes.id] = file
+        }
+    }
+
+    /// The cut is done. Returns whether the mark goes now (nothing else can
+    /// write): the caller ends it in the same lock hold.
+    func unpin(_ id: NodeID, _ held: borrowing DatabaseHeld) -> Bool {
+        files.withLock { files in
+            guard var file = files[id] else { return false }
+            file.pins -= 1
+            let unmark = file.marked && file.pins == 0 && file.writerCount == 0
+            if unmark { file.marked = false }
+            files[id] = file.openCount <= 0 && file.pins == 0 ? nil : file
+            return unmark
+        }
     }
 
     /// What a commit must write: the live state if it changed, and whether
@@ -94,7 +151,7 @@ final class OpenFiles: Sendable {
     /// The commit of a flush. The mark goes when the flushed handle is the
     /// only one open, since no other handle can write after it. Taken under the database lock; on a
     /// failed commit the caller calls `setMarked(id, true)` again.
-    func flushing(_ id: NodeID, writable: Bool) -> Commit {
+    func flushing(_ id: NodeID, writable: Bool, _ held: borrowing DatabaseHeld) -> Commit {
         files.withLock { files in
             guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
             // A direct writer's flush says nothing: the kernel sends FLUSH for
@@ -104,7 +161,7 @@ final class OpenFiles: Sendable {
             // (after a crash before that, recovery takes both from the data).
             guard file.directWriters.isEmpty else { return Commit(snapshot: nil, unmark: false) }
             let snapshot = file.snapshot
-            let unmark = file.marked && writable && file.openCount == 1
+            let unmark = file.marked && writable && file.openCount == 1 && file.pins == 0 && file.writing == 0
             if unmark { file.marked = false }
             files[id] = file
             return Commit(snapshot: snapshot, unmark: unmark)
@@ -112,7 +169,7 @@ final class OpenFiles: Sendable {
     }
 
     /// The commit of an fsync: the live state, and the mark stays.
-    func synchronizing(_ id: NodeID) -> Commit {
+    func synchronizing(_ id: NodeID, _ held: borrowing DatabaseHeld) -> Commit {
         files.withLock { files in
             guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
             Self.refresh(&file)
@@ -125,7 +182,7 @@ final class OpenFiles: Sendable {
     /// state if it changed, and the mark when the last writer goes. The
     /// caller commits before `forgetIfClosed`, so getattr never falls back to
     /// an older row.
-    func closing(_ id: NodeID, writable: Bool, descriptor: Int32) -> Commit {
+    func closing(_ id: NodeID, writable: Bool, descriptor: Int32, _ held: borrowing DatabaseHeld) -> Commit {
         files.withLock { files in
             guard var file = files[id] else { return Commit(snapshot: nil, unmark: false) }
             Self.refresh(&file)
@@ -133,7 +190,7 @@ final class OpenFiles: Sendable {
             let snapshot = file.snapshot
             file.openCount -= 1
             if writable { file.writerCount -= 1 }
-            let unmark = file.marked && file.writerCount == 0
+            let unmark = file.marked && file.writerCount == 0 && file.pins == 0
             if unmark { file.marked = false }
             files[id] = file
             return Commit(snapshot: snapshot, unmark: unmark)
@@ -141,9 +198,9 @@ final class OpenFiles: Sendable {
     }
 
     /// Removes the entry of a file nobody has open any more.
-    func forgetIfClosed(_ id: NodeID) {
+    func forgetIfClosed(_ id: NodeID, _ held: borrowing DatabaseHeld) {
         files.withLock { files in
-            if let file = files[id], file.openCount <= 0 { files[id] = nil }
+            if let file = files[id], file.openCount <= 0, file.pins == 0 { files[id] = nil }
         }
     }
 
@@ -201,7 +258,7 @@ final class OpenFiles: Sendable {
     }
 
     /// Takes a setattr's result as the live state (it was committed with it).
-    func replace(with attributes: Attributes) {
+    func replace(with attributes: Attributes, _ held: borrowing DatabaseHeld) {
         files.withLock { files in
             files[attributes.id]?.attributes = attributes
         }
@@ -212,7 +269,7 @@ final class OpenFiles: Sendable {
         let generation: UInt64
     }
 
-    func committed(_ snapshot: Snapshot) {
+    func committed(_ snapshot: Snapshot, _ held: borrowing DatabaseHeld) {
         files.withLock { files in
             if let file = files[snapshot.attributes.id], file.generation == snapshot.generation {
                 files[snapshot.attributes.id]!.dirty = false

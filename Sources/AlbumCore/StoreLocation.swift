@@ -28,6 +28,25 @@ public struct StoreLocation: Sendable {
         }
     }
 
+    /// Whether a store is here (its database or its content directory), as
+    /// opposed to nothing, or an empty or foreign directory.
+    public var holdsStore: Bool {
+        var info = stat()
+        return lstat(databasePath, &info) == 0 || lstat(contentPath, &info) == 0
+    }
+
+    /// Refuses, in one line, a store that is not here: a store is created only
+    /// on purpose (`albumfs init`), never because a path was mistyped or its
+    /// disk is not plugged in.
+    public func requireStore() throws(LibraryError) {
+        if holdsStore { return }
+        var info = stat()
+        let what = stat(root, &info) != 0 ? "there is no albumfs store at \(root)"
+            : (info.st_mode & S_IFMT) != S_IFDIR ? "\(root) is not a directory, not an albumfs store"
+            : "\(root) holds no albumfs store"
+        throw .unusableStore("\(what) (a typo, or its disk not plugged in?); to create one there: albumfs init \(root)")
+    }
+
     /// `${XDG_DATA_HOME:-$HOME/.local/share}/albumfs`.
     public static func defaultPath(environment: [String: String]) -> String? {
         if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return data + "/albumfs" }
@@ -64,8 +83,8 @@ public final class StoreLock: Sendable {
         case readWrite = "rw"
     }
 
+    /// Locks the store at `location`, whose directory must exist.
     public init(location: StoreLocation, mode: Mode = .readWrite) throws(LibraryError) {
-        try location.createDirectory()
         let fd = open(location.lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw .unusableStore("cannot open the store's lock file \(location.lockPath): \(String(cString: strerror(errno)))")

@@ -3,13 +3,15 @@ import Glibc
 #endif
 import SQLiteKit
 
-/// Opens a store's database: creates a new store on first use, checks that an
+/// Opens a store's database: creates a new store when asked to, checks that an
 /// existing one is whole and of a format this build knows, and migrates an
 /// older one. Every refusal is a one-line `.unusableStore` reason.
 struct StoreOpener {
     let location: StoreLocation
     let owner: Caller
     let readOnly: Bool
+    /// Create the store when none is there (else that is refused).
+    let create: Bool
 
     func open() throws(LibraryError) -> Database {
         try prepareDirectory()
@@ -56,7 +58,7 @@ struct StoreOpener {
     /// content directory. A database without its content directory, or the
     /// other way round, is refused: an unplugged disk is not an empty library.
     private func prepareDirectory() throws(LibraryError) {
-        try location.createDirectory()
+        if create { try location.createDirectory() } else { try location.requireStore() }
         var info = stat()
         guard stat(location.root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw .unusableStore("the store \(location.root) is not a directory")

@@ -23,6 +23,7 @@ extension LibraryError {
         case EROFS: self = .readOnly
         case ENOENT: self = .notFound
         case EEXIST: self = .exists
+        case EFBIG: self = .fileTooLarge
         default: self = .io(code)
         }
     }

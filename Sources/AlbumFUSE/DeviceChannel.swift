@@ -9,8 +9,9 @@ import Synchronization
 /// - FUSE_HANDLE_KILLPRIV_V2: the kernel may then mark an inode as having
 ///   no suid bits and no security.capability after one check (S_NOSEC).
 ///   Without it, every write costs a GETXATTR round trip first (measured:
-///   8 per 1 MiB photo that cp writes in 128 KiB pieces). albumfs keeps no
-///   suid or capability semantics on assets either way (see the README);
+///   8 per 1 MiB photo that cp writes in 128 KiB pieces). albumfs then
+///   clears set-ID bits itself, where the kernel says (FATTR_KILL_SUIDGID)
+///   or where it must (chown, an open for writing: see SetIDBits);
 /// - FUSE_PASSTHROUGH, unless `-o nopassthrough` (see Passthrough.swift).
 ///
 /// INIT is the first request of a session and is answered before any other

@@ -19,6 +19,11 @@ extension LibraryError {
         case .attributeNotSupported: return EOPNOTSUPP
         case .rangeTooSmall: return ERANGE
         case .valueTooLarge: return E2BIG
+        case .fileTooLarge: return EFBIG
+        case .notSupported: return EOPNOTSUPP
+        case .missingData(let id):
+            Log.error("asset \(id): its content file is missing from the store (albumfs fsck reports it; restore it from a backup)")
+            return EIO
         case .io(let code): return code
         case .unusableStore(let reason):
             Log.error("store unusable: \(reason)")

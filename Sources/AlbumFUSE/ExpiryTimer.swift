@@ -16,7 +16,7 @@ final class ExpiryTimer: @unchecked Sendable {
             guard let fileSystem, !fileSystem.library.isReadOnly else { return }
             do throws(LibraryError) {
                 let changes = try fileSystem.library.purgeExpired()
-                fileSystem.invalidator.invalidate(changes)
+                fileSystem.invalidator.beforeReply(changes)
             } catch {
                 Log.error("purging expired assets failed: \(error)")
             }

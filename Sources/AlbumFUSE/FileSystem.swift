@@ -13,15 +13,16 @@
 // from the roll removes album entries and adds one to Recently Deleted, an
 // update moves album entries to another asset) comes back from the library
 // as a ChangeSet, which the Invalidator sends to the kernel before the
-// reply, so that every path shows the change once the call returned.
+// reply, so that when a call returns every path shows its effect.
 //
 // Deadlocks. The kernel handles a notification synchronously inside the
 // write to /dev/fuse. A name invalidation locks the name's directory, which
-// a request in flight may hold while it waits for a lock our request holds
-// (a rename locks both its directories): those are sent from a thread of
-// their own, never under a library lock, and waited for only for a bounded
-// time (Invalidator.swift). Attribute and listing invalidations take no
-// directory lock and are sent from the request's thread.
+// a request in flight may hold while it waits for a reply: those are never
+// sent from a request's thread or under a library lock, but by a dedicated
+// queue, which the request waits for at most a bound (100 ms) before it
+// replies anyway; names in the directories the request itself locked go
+// after the reply. Attribute and listing invalidations take no directory
+// lock and are sent from the request's thread.
 //
 // Each callback decodes its arguments, calls one Library method, and sends
 // exactly one reply; errors become errno in one place (Errno.swift).
@@ -54,7 +55,8 @@ final class FileSystem: Sendable {
     /// never comes here, and a large value only costs: cat frees and
     /// reallocates its buffer per file, so with 1 MiB a cold `cat` of 2,000
     /// 1 MiB photos spent 1 s more in the kernel zeroing fresh pages (perf)
-    /// than with the 4 KiB a plain ext4 file reports.
+    /// than with the 4 KiB a plain ext4 file reports. Passthrough is decided
+    /// once per mount (see Passthrough.isActive), so this never changes.
     var preferredBlockSize: Int { passthrough.isActive ? 4096 : 1 << 20 }
 
     init(library: Library, timeouts: CacheTimeouts, invalidator: Invalidator, channel: DeviceChannel) {
@@ -62,7 +64,7 @@ final class FileSystem: Sendable {
         self.timeouts = timeouts
         self.invalidator = invalidator
         self.channel = channel
-        self.passthrough = Passthrough(channel: channel)
+        self.passthrough = Passthrough(channel: channel, probeFile: library.content.markerPath)
     }
 
     /// The file system behind a request.

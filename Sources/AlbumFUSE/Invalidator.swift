@@ -4,26 +4,33 @@ import Dispatch
 import Synchronization
 
 /// Tells the kernel what a ChangeSet made stale, before the reply, so that
-/// whatever runs after the call returned sees its effect everywhere
-/// (SEMANTICS.md § Visibility):
+/// when a call returns every path shows its effect (SEMANTICS.md,
+/// "Visibility"):
 ///
-/// - cached attributes and directory listings (`notify_inval_inode`), on the
-///   request's own thread: the kernel takes no directory lock for these;
-/// - cached names (`notify_inval_entry`): the kernel locks the name's
-///   directory for these, and a request in flight may hold that lock while
-///   it waits for a lock our own request holds (a rename locks both its
-///   directories), so they are sent from a thread of their own and waited
-///   for only up to `nameBound`. Past the bound the reply goes anyway (the
-///   invalidation lands as soon as the other request can finish, which our
-///   reply lets it do); how often that happened is logged at unmount.
+/// - on the request's thread: cached attributes and directory listings
+///   (`notify_inval_inode`). The kernel takes no directory lock for these,
+///   so this cannot deadlock;
+/// - from a serial queue, waited for at most `nameWait`: cached names
+///   (`notify_inval_entry`). The kernel locks the name's directory for
+///   these, which another request in flight may hold while it waits for a
+///   reply (possibly one queued behind ours), so they are never sent from a
+///   request's thread, and the wait is bounded: past the bound the request
+///   replies anyway and the names land as soon as that lock is free.
+///   Names in the directories the request itself locked (a rename's two
+///   parents) can only be sent after the reply (`afterReply`).
 final class Invalidator: Sendable {
-    /// The session, behind its own lock.
+    /// The session, behind its own lock. Never reach it through `queue`: the
+    /// queue may be blocked in the kernel on a directory lock that the very
+    /// request calling `beforeReply` holds.
     private let session = Mutex<Session?>(nil)
-    private let senders = DispatchQueue(label: "albumfs.invalidations", attributes: .concurrent)
-    private let inFlight = DispatchGroup()
-    static let nameBound: DispatchTimeInterval = .milliseconds(25)
-    private let nameBatches = Atomic<Int>(0)
-    private let lateBatches = Atomic<Int>(0)
+    private let queue = DispatchQueue(label: "albumfs.invalidations")
+    /// How long a request waits for its name invalidations before replying.
+    static let nameWaitMilliseconds = 100
+    static let nameWait = DispatchTimeInterval.milliseconds(nameWaitMilliseconds)
+    /// Requests whose names landed before their reply, and those that
+    /// replied at the bound (reported at unmount).
+    private let namesInTime = Atomic<Int>(0)
+    private let namesPastBound = Atomic<Int>(0)
 
     /// libfuse's session pointer; libfuse allows notifications from any thread.
     private struct Session: @unchecked Sendable {
@@ -32,8 +39,9 @@ final class Invalidator: Sendable {
 
     func attach(_ pointer: OpaquePointer) { session.withLock { $0 = Session(pointer: pointer) } }
 
-    /// Everything `changes` made stale, before the request's reply.
-    func invalidate(_ changes: ChangeSet) {
+    /// Before the reply: attributes, listings, and the names outside the
+    /// directories the request `holding` has locked.
+    func beforeReply(_ changes: ChangeSet, holding locked: [NodeID] = []) {
         guard let session = session.withLock({ $0?.pointer }) else { return }
         for node in changes.nodes {
             // A negative offset drops the cached attributes only.
@@ -44,28 +52,25 @@ final class Invalidator: Sendable {
             // a directory is its cached listing.
             _ = fuse_lowlevel_notify_inval_inode(session, directory, 0, 0)
         }
-        guard !changes.entries.isEmpty else { return }
+        let names = changes.entries.filter { !locked.contains($0.directory) }
+        guard !names.isEmpty else { return }
         let sent = DispatchSemaphore(value: 0)
-        inFlight.enter()
-        senders.async { [self] in
-            defer { inFlight.leave() }
-            if let session = self.session.withLock({ $0?.pointer }) {
-                for entry in changes.entries {
-                    entry.name.withUnsafeBufferPointer { name in
-                        name.withMemoryRebound(to: CChar.self) { chars in
-                            _ = fuse_lowlevel_notify_inval_entry(session, entry.directory, chars.baseAddress, chars.count)
-                        }
-                    }
-                }
-            }
+        queue.async { [self] in
+            send(names)
             sent.signal()
         }
-        nameBatches.add(1, ordering: .relaxed)
-        // Two requests that each wait for a name in the other's directory
-        // both sit out the bound, then reply: it is short for that reason.
-        if sent.wait(timeout: .now() + Self.nameBound) == .timedOut {
-            lateBatches.add(1, ordering: .relaxed)
+        if sent.wait(timeout: .now() + Self.nameWait) == .success {
+            namesInTime.add(1, ordering: .relaxed)
+        } else {
+            namesPastBound.add(1, ordering: .relaxed)
         }
+    }
+
+    /// Drops `node`'s cached attributes, before the reply to a request that
+    /// changed them without the reply saying so (an open clearing set-ID bits).
+    func attributesChanged(_ node: NodeID) {
+        guard let session = session.withLock({ $0?.pointer }) else { return }
+        _ = fuse_lowlevel_notify_inval_inode(session, node, -1, 0)
     }
 
     /// Directories the kernel listed from the start since their listing was
@@ -96,14 +101,34 @@ final class Invalidator: Sendable {
         }
     }
 
-    /// Waits for notifications under way, then stops sending (before the session goes).
+    /// After the reply: the names in the directories the request locked
+    /// (the same `holding` as `beforeReply`), which the kernel lets go of
+    /// only once it has our reply.
+    func afterReply(_ changes: ChangeSet, holding locked: [NodeID] = []) {
+        let names = changes.entries.filter { locked.contains($0.directory) }
+        guard !names.isEmpty else { return }
+        queue.async { [self] in send(names) }
+    }
+
+    private func send(_ names: [ChangeSet.EntryName]) {
+        guard let session = session.withLock({ $0?.pointer }) else { return }
+        for entry in names {
+            entry.name.withUnsafeBufferPointer { name in
+                name.withMemoryRebound(to: CChar.self) { chars in
+                    _ = fuse_lowlevel_notify_inval_entry(session, entry.directory, chars.baseAddress, chars.count)
+                }
+            }
+        }
+    }
+
+    /// Waits for queued notifications, then stops sending (before the session
+    /// goes), and reports how often a request replied at the bound.
     func drain() {
-        _ = inFlight.wait(timeout: .now() + .seconds(10))
+        queue.sync {}
         session.withLock { $0 = nil }
-        let late = lateBatches.load(ordering: .relaxed)
+        let (inTime, late) = (namesInTime.load(ordering: .relaxed), namesPastBound.load(ordering: .relaxed))
         if late > 0 {
-            Log.error("\(late) of \(nameBatches.load(ordering: .relaxed)) requests replied before their name "
-                      + "invalidations landed (another request held the directory)")
+            Log.error("name invalidations before the reply: \(inTime + late) requests, \(late) of them replied at the \(Self.nameWaitMilliseconds) ms bound")
         }
     }
 }

@@ -42,7 +42,9 @@ public final class MountSession {
     /// Creates the session and mounts it. On return the mount is live.
     public init(library: Library, configuration: MountConfiguration) throws(Failure) {
         self.configuration = configuration
-        var options = ["fsname=" + configuration.store.root, "subtype=albumfs", "default_permissions"]
+        // nosuid,nodev always: a photo library holds no programs and no devices,
+        // and a mount other users reach (allow_other) must not make one.
+        var options = ["fsname=" + configuration.store.root, "subtype=albumfs", "default_permissions", "nosuid", "nodev"]
         options += configuration.fuseOptions
         // fsname may contain commas: libfuse's option syntax escapes them with a backslash.
         let optionString = options.map(escapeOption).joined(separator: ",")
@@ -65,10 +67,13 @@ public final class MountSession {
             fileSystem.release()
             throw .options
         }
-        guard fuse_session_mount(session, configuration.mountPoint) == 0 else {
+        // libfuse and fusermount3 say why a mount fails on standard error only:
+        // keep their words for the one-line reason (a detached daemon has no terminal).
+        let (mounted, said) = capturingStandardError { fuse_session_mount(session, configuration.mountPoint) == 0 }
+        guard mounted else {
             fuse_session_destroy(session)
             fileSystem.release()
-            throw .mount("cannot mount on \(configuration.mountPoint)")
+            throw .mount(MountFailureReason(mountPoint: configuration.mountPoint, said: said).description)
         }
         guard channel.install(on: session) else {
             fuse_session_unmount(session)

@@ -36,7 +36,7 @@ extension Operations {
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.removeAlbum(parent, name(rawName), by: caller(req))
-                fs.invalidator.invalidate(changes)
+                fs.invalidator.beforeReply(changes)
                 fuse_reply_err(req, 0)
             }
         }
@@ -44,7 +44,7 @@ extension Operations {
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.unlink(parent, name(rawName), by: caller(req))
-                fs.invalidator.invalidate(changes)
+                fs.invalidator.beforeReply(changes)
                 fuse_reply_err(req, 0)
             }
         }
@@ -53,8 +53,9 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.rename(parent, name(rawName), to: newParent, name(newName),
                                                     flags: Library.RenameFlags(rawValue: flags), by: caller(req))
-                fs.invalidator.invalidate(changes)
+                fs.invalidator.beforeReply(changes, holding: [parent, newParent])
                 fuse_reply_err(req, 0)
+                fs.invalidator.afterReply(changes, holding: [parent, newParent])
             }
         }
         ops.link = { req, ino, newParent, newName in

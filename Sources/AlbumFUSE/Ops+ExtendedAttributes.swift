@@ -9,14 +9,14 @@ extension Operations {
         ops.getxattr = { req, ino, rawName, size in
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
-                Operations.replyValue(req, try fs.library.extendedAttribute(ino, name(rawName)), size: size)
+                try Operations.replyValue(req, try fs.library.extendedAttribute(ino, name(rawName)), size: size)
             }
         }
         ops.listxattr = { req, ino, size in
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let list: [UInt8] = try fs.library.extendedAttributeNames(ino).flatMap { $0 + [0] }
-                Operations.replyValue(req, list, size: size)
+                try Operations.replyValue(req, list, size: size)
             }
         }
         ops.setxattr = { req, ino, rawName, value, size, flags in
@@ -38,11 +38,13 @@ extension Operations {
         }
     }
 
-    private static func replyValue(_ req: fuse_req_t?, _ value: [UInt8], size: Int) {
+    /// Replies with the value, or its size when asked for 0 bytes; a buffer
+    /// too small for it is `.rangeTooSmall` (ERANGE).
+    private static func replyValue(_ req: fuse_req_t?, _ value: [UInt8], size: Int) throws(LibraryError) {
         if size == 0 {
             fuse_reply_xattr(req, value.count)
         } else if size < value.count {
-            fuse_reply_err(req, ERANGE)
+            throw .rangeTooSmall
         } else {
             _ = value.withUnsafeBufferPointer { buf in
                 buf.withMemoryRebound(to: CChar.self) { fuse_reply_buf(req, $0.baseAddress, value.count) }

@@ -2,7 +2,7 @@ import AlbumCore
 import CFuse3
 import Glibc
 
-/// create, open, read, write, flush, release, fsync. An open file's handle
+/// create, open, read, write, fallocate, flush, release, fsync. An open file's handle
 /// (`fi->fh`) is a retained OpenFile; release gives it back.
 extension Operations {
     static func install(files ops: inout fuse_lowlevel_ops) {
@@ -14,7 +14,7 @@ extension Operations {
                 let file = try fs.library.openCreated(attributes)
                 fi!.pointee.fh = Operations.handle(for: file)
                 var e = fs.entry(for: attributes)
-                fs.invalidator.invalidate(changes)
+                fs.invalidator.beforeReply(changes)
                 let sent: Int32
                 if let backing = fs.backing(file, fi) {
                     sent = albumfs_reply_create_backed(req, &e, fi, backing)
@@ -29,6 +29,11 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let flags = fi!.pointee.flags
                 let writable = flags & O_ACCMODE != O_RDONLY
+                // Set-ID bits go before a non-root caller can write: under
+                // passthrough its writes never come here.
+                if writable, try fs.library.dropSetIDBits(ino, openedForWritingBy: caller(req)) {
+                    fs.invalidator.attributesChanged(ino)
+                }
                 let file = try fs.library.open(ino, writable: writable, truncate: flags & O_TRUNC != 0)
                 fi!.pointee.fh = Operations.handle(for: file)
                 // Every change to the data passes through this kernel, so its
@@ -72,6 +77,15 @@ extension Operations {
                     return fuse_buf_copy(&destination, source, fuse_buf_copy_flags(rawValue: 0))
                 }
                 fuse_reply_write(req, written)
+            }
+        }
+        // Not served from the backing file under passthrough: the kernel sends
+        // FALLOCATE here for every handle.
+        ops.fallocate = { req, _, mode, offset, length, fi in
+            let fs = FileSystem.of(req)
+            fs.replying(req) { () throws(LibraryError) in
+                try fs.library.allocate(Operations.file(fi), mode: mode, offset: Int64(offset), length: Int64(length))
+                fuse_reply_err(req, 0)
             }
         }
         ops.flush = { req, _, fi in

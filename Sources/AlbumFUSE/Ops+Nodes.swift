@@ -30,7 +30,9 @@ extension Operations {
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let changes = Operations.attributeChanges(attr!.pointee, toSet)
-                fs.replyAttributes(req, try fs.library.setAttributes(ino, changes))
+                // FATTR_KILL_SUIDGID: the caller lacks CAP_FSETID (FUSE_HANDLE_KILLPRIV_V2).
+                let dropsSetID = toSet & FATTR_KILL_SUIDGID != 0
+                fs.replyAttributes(req, try fs.library.setAttributes(ino, changes, by: caller(req), dropsSetID: dropsSetID))
             }
         }
         ops.statfs = { req, _ in

@@ -18,14 +18,26 @@ import Synchronization
 /// handles on one inode, so an asset whose first open could not be backed
 /// stays served by the daemon until its last handle goes.
 ///
+/// Whether it is on is decided once per mount, before the first reply that
+/// reports a block size: the kernel must have taken the INIT request, and
+/// registering a backing file (the store's content marker) must work. It
+/// does not as a non-root daemon (EPERM), nor for a store inside another
+/// FUSE or overlay mount (ELOOP: the stack would be too deep); the latter is
+/// logged. A registration that fails later with anything but EPERM turns it
+/// off for the rest of the mount, once, logged.
+///
 /// What the daemon gives up: it never sees those writes. `Library`'s live
 /// state takes the content file's size and mtime instead
 /// (`writesBypassDaemon`).
 final class Passthrough: Sendable {
     private let channel: DeviceChannel
-    /// Set when the kernel turned a backing file down with EPERM: it did not
-    /// take the INIT request after all, or the daemon lacks CAP_SYS_ADMIN.
-    private let refused = Atomic<Bool>(false)
+    /// A file of the store to try a backing registration with.
+    private let probeFile: String
+    /// 0 until decided (at the first request after INIT), then 1 on, 2 off.
+    /// Read on every reply that reports a block size: an atomic, with the
+    /// one decision made under `deciding`.
+    private let state = Atomic<UInt8>(0)
+    private let deciding = Mutex<Void>(())
     private let assets = Mutex<[NodeID: Backing]>([:])
 
     private enum Backing {
@@ -33,12 +45,56 @@ final class Passthrough: Sendable {
         case daemon(handles: Int)
     }
 
-    init(channel: DeviceChannel) {
+    init(channel: DeviceChannel, probeFile: String) {
         self.channel = channel
+        self.probeFile = probeFile
     }
 
-    /// Whether new handles are being backed.
-    var isActive: Bool { channel.hasPassthrough && !refused.load(ordering: .relaxed) }
+    /// Whether new handles are being backed. Asked first by the first
+    /// request after INIT, which decides it.
+    var isActive: Bool {
+        switch state.load(ordering: .acquiring) {
+        case 1: return true
+        case 2: return false
+        default:
+            return deciding.withLock { _ in
+                if state.load(ordering: .acquiring) == 0 {
+                    state.store(channel.hasPassthrough && probe() ? 1 : 2, ordering: .releasing)
+                }
+                return state.load(ordering: .acquiring) == 1
+            }
+        }
+    }
+
+    /// Registers and drops a backing file: whether the kernel takes ours.
+    private func probe() -> Bool {
+        let fd = open(probeFile, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            Log.error("FUSE passthrough is off for this mount: cannot open \(probeFile) (\(String(cString: strerror(errno))))")
+            return false
+        }
+        defer { close(fd) }
+        let id = albumfs_backing_open(channel.device, fd)
+        guard id >= 0 else {
+            refusedBacking(errno)
+            return false
+        }
+        _ = albumfs_backing_close(channel.device, id)
+        return true
+    }
+
+    /// The kernel turned a backing file down. EPERM: not root (or INIT was
+    /// not taken), the expected case of a user's mount, not worth a line.
+    private func refusedBacking(_ code: Int32) {
+        if code != EPERM {
+            Log.error("FUSE passthrough is off for this mount: the kernel refused a backing file (\(String(cString: strerror(code)))); file data goes through the daemon")
+        }
+    }
+
+    /// Turns passthrough off for the rest of the mount after a refusal.
+    private func turnOff(_ code: Int32) {
+        if state.exchange(2, ordering: .acquiringAndReleasing) != 2 { refusedBacking(code) }
+    }
 
     /// The backing id a new handle of `asset` is to be served from, or nil
     /// to serve it through the daemon. `descriptor` is the handle's content
@@ -61,10 +117,9 @@ final class Passthrough: Sendable {
                 }
                 let id = albumfs_backing_open(channel.device, descriptor)
                 if id < 0 {
-                    // EPERM: the kernel did not take the INIT request (or we
-                    // are not root). Anything else (out of memory, a backing
-                    // file it cannot stack on) is this asset's alone.
-                    if errno == EPERM { refused.store(true, ordering: .relaxed) }
+                    // The probe passed, so this is rare: off for the whole
+                    // mount rather than a mix of slow and fast files.
+                    turnOff(errno)
                     assets[asset] = .daemon(handles: 1)
                     return nil
                 }

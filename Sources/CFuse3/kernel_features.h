@@ -8,11 +8,19 @@
 // here from the kernel's include/uapi/linux/fuse.h, and the two replies that
 // carry a backing id are built here: libfuse's fill_open with the id added,
 // and for create libfuse's own fill_entry in front of it.
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <linux/fuse.h>
+
+// libfuse 3.17 negotiates passthrough itself (FUSE_CAP_PASSTHROUGH,
+// fuse_passthrough_open, fuse_file_info.backing_id). Patching its INIT reply
+// here as well would ask twice and fight its own replies.
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 17)
+#error "libfuse >= 3.17 has its own passthrough API: switch Passthrough.swift and DeviceChannel.swift to it (fuse_passthrough_open, FUSE_CAP_PASSTHROUGH) and drop the hand-built ABI in kernel_features.h"
+#endif
 
 // FUSE_PASSTHROUGH is bit 37 of the 64-bit INIT flags: bit 5 of flags2.
 #define ALBUMFS_FUSE_PASSTHROUGH_FLAGS2 (1u << 5)
@@ -26,6 +34,32 @@ struct albumfs_fuse_backing_map {
     uint32_t flags;
     uint64_t padding;
 };
+
+// Where the 7.40 fields go, written by offset: the 6.1 header (7.38) names
+// them unused[0] and padding, a 6.9+ header max_stack_depth and backing_id.
+// Checked against whichever header this is built with, so that a header
+// that moves or renames them fails the build instead of silently no longer
+// asking for passthrough.
+#define ALBUMFS_INIT_OUT_MAX_STACK_DEPTH_OFFSET 36
+#define ALBUMFS_OPEN_OUT_BACKING_ID_OFFSET 12
+_Static_assert(sizeof(struct fuse_init_out) == 64, "fuse_init_out is not the 64 bytes libfuse 3.14 sends");
+_Static_assert(offsetof(struct fuse_init_out, flags) == 12, "fuse_init_out.flags moved");
+_Static_assert(offsetof(struct fuse_init_out, flags2) == 32, "fuse_init_out.flags2 moved");
+_Static_assert(sizeof(struct fuse_open_out) == 16, "fuse_open_out is not 16 bytes");
+_Static_assert(offsetof(struct fuse_open_out, open_flags) == 8, "fuse_open_out.open_flags moved");
+_Static_assert(sizeof(struct albumfs_fuse_backing_map) == 16, "fuse_backing_map is 16 bytes");
+#if FUSE_KERNEL_MINOR_VERSION >= 40
+_Static_assert(offsetof(struct fuse_init_out, max_stack_depth) == ALBUMFS_INIT_OUT_MAX_STACK_DEPTH_OFFSET, "max_stack_depth moved");
+_Static_assert(offsetof(struct fuse_open_out, backing_id) == ALBUMFS_OPEN_OUT_BACKING_ID_OFFSET, "backing_id moved");
+_Static_assert(sizeof(struct fuse_backing_map) == sizeof(struct albumfs_fuse_backing_map), "fuse_backing_map changed");
+_Static_assert(FUSE_DEV_IOC_BACKING_OPEN == _IOW(229, 1, struct albumfs_fuse_backing_map), "FUSE_DEV_IOC_BACKING_OPEN changed");
+_Static_assert(FUSE_DEV_IOC_BACKING_CLOSE == _IOW(229, 2, uint32_t), "FUSE_DEV_IOC_BACKING_CLOSE changed");
+_Static_assert(FUSE_PASSTHROUGH == (1ULL << 37), "FUSE_PASSTHROUGH changed");
+_Static_assert(FOPEN_PASSTHROUGH == (1u << 7), "FOPEN_PASSTHROUGH changed");
+#else
+_Static_assert(offsetof(struct fuse_init_out, unused) == ALBUMFS_INIT_OUT_MAX_STACK_DEPTH_OFFSET, "unused[0] moved");
+_Static_assert(offsetof(struct fuse_open_out, padding) == ALBUMFS_OPEN_OUT_BACKING_ID_OFFSET, "padding moved");
+#endif
 
 /// Registers `fd`'s file as a backing file; returns its id, or -1 with errno.
 static inline int albumfs_backing_open(int device, int fd) {
@@ -63,7 +97,7 @@ static inline uint64_t albumfs_reply_unique(const struct iovec *iov, int count) 
 /// `want_passthrough`, FUSE_PASSTHROUGH. Returns what it asked for.
 static inline int albumfs_init_reply_patch(void *reply, size_t length, uint64_t offered, int want_passthrough) {
     // libfuse 3.14 sends the full 64-byte fuse_init_out; max_stack_depth is
-    // the first word after flags2, unused[0] in the 6.1 header.
+    // the first word after flags2 (see the offsets above).
     if (length < sizeof(struct fuse_init_out)) return 0;
     struct fuse_init_out *out = reply;
     int asked = 0;
@@ -76,7 +110,8 @@ static inline int albumfs_init_reply_patch(void *reply, size_t length, uint64_t 
     if (want_passthrough && (offered >> 32) & ALBUMFS_FUSE_PASSTHROUGH_FLAGS2 &&
         (out->flags & FUSE_INIT_EXT) && !(out->flags & FUSE_WRITEBACK_CACHE)) {
         out->flags2 |= ALBUMFS_FUSE_PASSTHROUGH_FLAGS2;
-        out->unused[0] = ALBUMFS_PASSTHROUGH_STACK_DEPTH;
+        uint32_t depth = ALBUMFS_PASSTHROUGH_STACK_DEPTH;
+        memcpy((char *) out + ALBUMFS_INIT_OUT_MAX_STACK_DEPTH_OFFSET, &depth, sizeof(depth));
         asked |= ALBUMFS_ASKED_PASSTHROUGH;
     }
     return asked;
@@ -91,7 +126,8 @@ static inline void albumfs_fill_open_out(struct fuse_open_out *out, const struct
     if (fi->direct_io) out->open_flags |= FOPEN_DIRECT_IO;
     if (fi->noflush) out->open_flags |= FOPEN_NOFLUSH;
     out->open_flags |= ALBUMFS_FOPEN_PASSTHROUGH;
-    out->padding = (uint32_t) backing_id;  // backing_id in 7.40
+    uint32_t id = (uint32_t) backing_id;
+    memcpy((char *) out + ALBUMFS_OPEN_OUT_BACKING_ID_OFFSET, &id, sizeof(id));
 }
 
 /// fuse_reply_open, with the handle served from backing file `backing_id`.

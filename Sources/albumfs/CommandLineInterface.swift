@@ -7,14 +7,16 @@ enum CommandLineInterface {
     static let version = "0.1.0"
 
     static let usage = """
-        usage: albumfs mount [--store DIR] [-f] [-d] [-s] [-o OPT[,OPT…]] MOUNTPOINT
+        usage: albumfs mount [--store DIR] [--create] [-f] [-d] [-s] [-o OPT[,OPT…]] MOUNTPOINT
                albumfs STORE MOUNTPOINT [-o OPT[,OPT…]]     (the form mount.fuse3 uses)
+               albumfs init [DIR]
                albumfs fsck [--store DIR] [--repair]
                albumfs unmount MOUNTPOINT
                albumfs --help | --version
 
         The store defaults to ${XDG_DATA_HOME:-$HOME/.local/share}/albumfs and is
-        created on first use. Options: ro, allow_other, nopassthrough (file
+        created on first use; any other store must exist: make it with
+        albumfs init DIR (or mount --create). Options: ro, allow_other, nopassthrough (file
         data through the daemon, not FUSE passthrough), and the generic mount
         options (rw, nosuid, noatime, …); unknown options are refused.
         Exit status: 0 ok, 1 fsck found problems, 2 usage, 3 unusable store,
@@ -32,6 +34,8 @@ enum CommandLineInterface {
                 return ExitCode.success.rawValue
             case "mount":
                 return try MountCommand(parsing: Array(arguments.dropFirst()), storeAsArgument: false).run()
+            case "init":
+                return try InitCommand(parsing: Array(arguments.dropFirst())).run()
             case "fsck":
                 return try FsckCommand(parsing: Array(arguments.dropFirst())).run()
             case "unmount", "umount":

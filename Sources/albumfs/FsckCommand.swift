@@ -28,7 +28,7 @@ struct FsckCommand {
             throw CommandFailure(.usage, describe(error))
         }
         for problem in problems {
-            let action = problem.repair.map { (repair ? "repaired: " : "would ") + $0 } ?? "cannot repair without losing data"
+            let action = problem.repair.map { (repair ? "repaired: " : "would ") + $0 } ?? "not repaired: \(problem.whyNotRepaired ?? "it cannot be repaired without losing data")"
             print("\(problem.description) — \(action)")
         }
         if problems.isEmpty {

@@ -2,8 +2,12 @@ import AlbumCore
 import AlbumFUSE
 import Glibc
 
-/// `albumfs mount [--store DIR] [-f] [-d] [-s] [-o OPTS] MOUNTPOINT`, and the
-/// `albumfs STORE MOUNTPOINT -o OPTS` form that mount.fuse3 and fstab use.
+/// `albumfs mount [--store DIR] [--create] [-f] [-d] [-s] [-o OPTS] MOUNTPOINT`,
+/// and the `albumfs STORE MOUNTPOINT -o OPTS` form that mount.fuse3 and fstab use.
+///
+/// A named store must exist (`albumfs init`, or `--create`): a typo or a disk
+/// that is not plugged in never mounts a new, empty library. The default store
+/// (no `--store`) is created on first use.
 ///
 /// Without -f the command starts a daemon (this binary again, in the
 /// foreground form with the store's absolute path, so `ps` shows which
@@ -16,6 +20,8 @@ struct MountCommand {
     var debug = false
     var singleThreaded = false
     var optionLists: [String] = []
+    /// `--create`: make the store when none is there.
+    var createStore = false
     /// Internal: the daemon reports "ready" or its failure on this descriptor.
     var readyDescriptor: Int32?
 
@@ -28,6 +34,7 @@ struct MountCommand {
             case "-f", "--foreground": foreground = true
             case "-d", "--debug": debug = true; foreground = true
             case "-s": singleThreaded = true
+            case "--create": createStore = true
             case _ where argument.hasPrefix("--store"):
                 store = try reader.value(of: "--store", in: argument)
             case _ where argument.hasPrefix("--ready-fd"):
@@ -57,11 +64,19 @@ struct MountCommand {
         let location = try storeLocation(store)
         let mountPoint = StoreLocation(path: self.mountPoint).root
         try checkMountPoint(mountPoint)
+        do {
+            if creates { try location.createDirectory() } else { try location.requireStore() }
+        } catch {
+            throw report(CommandFailure(.unusableStore, describe(error)))
+        }
         if foreground || readyDescriptor != nil {
             return try serve(location, mountPoint, options)
         }
         return try DaemonLauncher(arguments: daemonArguments(location, mountPoint)).launch()
     }
+
+    /// Whether the store is made when none is there: asked for, or the default store.
+    private var creates: Bool { createStore || store == nil }
 
     private func checkMountPoint(_ path: String) throws(CommandFailure) {
         var info = stat()
@@ -82,7 +97,7 @@ struct MountCommand {
         do {
             lock = try StoreLock(location: location, mode: options.readOnly ? .readOnly : .readWrite)
             let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()),
-                                      readOnly: options.readOnly, options: try libraryOptions(options))
+                                      readOnly: options.readOnly, create: creates, options: try libraryOptions(options))
             var configuration = MountConfiguration(store: location, mountPoint: mountPoint)
             configuration.readOnly = options.readOnly
             configuration.debug = debug
@@ -98,8 +113,11 @@ struct MountCommand {
             throw report(CommandFailure(.mountFailed, "\(error)"))
         }
         if let readyDescriptor {
-            DaemonLauncher.reportReady(on: readyDescriptor)
+            // Detached before the launcher returns: nothing is written to its
+            // terminal afterwards, and the log goes where a user can find it.
             DaemonLauncher.detachStandardStreams()
+            Log.useSystemLog()
+            DaemonLauncher.reportReady(on: readyDescriptor)
         }
         let status = withExtendedLifetime(lock) { session.run() }
         return status == 0 ? ExitCode.success.rawValue : ExitCode.problemsFound.rawValue
@@ -125,6 +143,7 @@ struct MountCommand {
     private func daemonArguments(_ location: StoreLocation, _ mountPoint: String) -> [String] {
         var arguments = ["mount", "--store", location.root, "--ready-fd", String(DaemonLauncher.readyDescriptor)]
         if singleThreaded { arguments.append("-s") }
+        if creates { arguments.append("--create") }
         for list in optionLists { arguments += ["-o", list] }
         arguments.append(mountPoint)
         return arguments

@@ -11,16 +11,17 @@ struct MountOptions {
     /// What goes to libfuse's `-o`.
     var fuseOptions: [String] = []
 
-    /// Mount flags libfuse 3.14 passes to mount(2) itself.
+    /// Mount flags libfuse 3.14 passes to mount(2) itself. (Every mount is
+    /// nosuid,nodev: `suid` and `dev` are accepted and ignored.)
     static let passedToFUSE: Set<String> = [
-        "rw", "ro", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
+        "rw", "ro", "exec", "noexec",
         "async", "sync", "dirsync", "noatime", "allow_other", "allow_root", "auto_unmount",
     ]
     /// Accepted and ignored: generic options that libfuse does not know
     /// (albumfs never updates atime on read), and fstab's own words.
     static let ignored: Set<String> = [
         "atime", "relatime", "norelatime", "strictatime", "nostrictatime", "diratime", "nodiratime",
-        "lazytime", "nolazytime", "default_permissions",
+        "lazytime", "nolazytime", "default_permissions", "suid", "nosuid", "dev", "nodev",
         "defaults", "auto", "noauto", "user", "users", "nouser", "owner", "nofail", "_netdev",
     ]
     /// Ignored when followed by `=value`.

@@ -102,6 +102,24 @@ struct AttributesTests {
         }
     }
 
+    @Test("a truncate past the content filesystem's largest file fails with EFBIG and changes nothing (SEMANTICS.md § Durability and safety)")
+    func truncateTooLargeChangesNothing() throws {
+        let store = try TestStore()
+        let id = try store.createFile(roll, "x", contents: bytes("kept"))
+        let before = try store.library.attributes(of: id)
+        #expect(throws: LibraryError.fileTooLarge) {
+            try store.library.setAttributes(id, AttributeChanges(size: 999_999_999_999_999))
+        }
+        #expect(try store.library.attributes(of: id) == before)
+        #expect(store.library.content.size(of: id) == 4)
+        #expect(store.library.largestFileSize < 999_999_999_999_999, "the test store's filesystem holds such a file: the test proves nothing there")
+        let reopened = try store.reopen()
+        try #require(try reopened.attributes(of: id) == before)
+        #expect(try store.read(id) == bytes("kept"))
+        store.close()
+        #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
+    }
+
     @Test("setattr on a missing node: not found")
     func setAttributesMissing() throws {
         let store = try TestStore()

@@ -123,6 +123,33 @@ struct FsckTests {
         #expect(problems.first?.description.contains("\(ids[0])") == true)
     }
 
+    @Test("repair gives a size mismatch the data's size (no byte is lost): a second check passes (SEMANTICS.md § Durability and safety)")
+    func sizeMismatchRepaired() throws {
+        let (store, ids) = try populatedStore()
+        do {
+            // A row that promises bytes the data does not have, with no mark.
+            let db = try Database(path: store.location.databasePath, mode: .readWrite)
+            try db.execute("UPDATE nodes SET size = 999999999999999 WHERE id = \(ids[0])")
+        }
+        let problems = try StoreChecker(location: store.location).check(repair: true)
+        #expect(problems.count == 1, "\(problems)")
+        #expect(problems.first?.repair != nil, "\(problems)")
+        #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
+        let library = try store.reopen()
+        try #require(try library.attributes(of: ids[0]).size == 11)
+        #expect(try store.read(ids[0]) == bytes("first asset"))
+    }
+
+    @Test("what repair leaves is said, with the reason (SEMANTICS.md § Durability and safety)")
+    func unrepairedProblemsSayWhy() throws {
+        let (store, ids) = try populatedStore()
+        #expect(unlink(ContentStore(directory: store.location.contentPath).path(of: ids[1])) == 0)
+        let problems = try StoreChecker(location: store.location).check(repair: true)
+        #expect(problems.count == 1, "\(problems)")
+        #expect(problems.first?.repair == nil)
+        #expect(problems.first?.whyNotRepaired?.isEmpty == false, "\(problems)")
+    }
+
     @Test("an asset without a roll entry is reported and repaired into the roll")
     func assetWithoutRollEntry() throws {
         let (store, ids) = try populatedStore()

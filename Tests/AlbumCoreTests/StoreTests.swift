@@ -96,6 +96,20 @@ struct StoreTests {
         #expect(second > first)
     }
 
+    @Test("a store that is not there, or an empty directory, is refused and left as it was (SEMANTICS.md § Durability and safety)",
+          arguments: ["missing", "empty directory"])
+    func namedStoreNeverCreatedByAccident(_ how: String) throws {
+        let store = try TestStore(openLibrary: false)
+        if how == "empty directory" { #expect(mkdir(store.location.root, 0o755) == 0) }
+        let message = expectUnusableStore { _ = try Library(location: store.location, owner: TestStore.owner) }
+        #expect(message?.contains("albumfs init") == true, "the refusal says how to create one: \(message ?? "")")
+        if how == "missing" {
+            #expect(!pathExists(store.location.root))
+        } else {
+            #expect(try FileManager.default.contentsOfDirectory(atPath: store.location.root).isEmpty)
+        }
+    }
+
     @Test("a second StoreLock on the same store: unusable store, until the first is released")
     func storeLockExclusive() throws {
         let store = try TestStore()

@@ -32,7 +32,7 @@ final class TestStore {
         directory = String(cString: made)
         location = StoreLocation(path: directory + "/store")
         if open {
-            openLibrary = try Library(location: location, owner: Self.owner, options: options)
+            openLibrary = try Library(location: location, owner: Self.owner, create: true, options: options)
         }
     }
 

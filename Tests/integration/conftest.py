@@ -8,8 +8,8 @@ Run:   python3 -m pytest Tests/integration          (as root, as CI does, or as 
 - These tests never skip for lack of FUSE: a missing /dev/fuse, fusermount3, test
   tool (rsync, attr's setfattr/getfattr, cmp) or binary FAILS the whole session,
   so CI cannot go green without really mounting.
-- Fixture `mount` (function scope): a fresh store and mount point under the test's
-  tmp_path; `albumfs mount --store STORE -f MP` runs in the foreground, its output
+- Fixture `mount` (function scope): a fresh store (`albumfs init STORE`) and mount point
+  under the test's tmp_path; `albumfs mount --store STORE -f MP` runs in the foreground, its output
   in tmp_path/albumfs.log (printed when a test fails). It yields a `Mount` with
   .store .mp .roll .albums .proc .log and .unmount() .remount() .start() .kill().
   Cleanup always runs: `fusermount3 -u`, then `-uz`, then waits 10 s for the
@@ -19,10 +19,11 @@ Run:   python3 -m pytest Tests/integration          (as root, as CI does, or as 
   test ran (a vanished FUSE mount makes later writes land in the underlying
   directory and pass for the wrong reason).
 - Fixture `mount_factory` (function scope): `new(name, store=None, mp=None, options=None,
-  start=True, uid=None, env=None, base=None)` makes more such mounts (uid: the daemon runs as
-  that user; env: added to its environment) (own store and mount point, default under
-  tmp_path/name), for tests that need several stores or a store/mount point in a
-  particular place (a small tmpfs, a directory other users can traverse). Every one is
+  start=True, make_store=True, uid=None, env=None, base=None)` makes more such mounts (own store
+  and mount point, default under tmp_path/name; uid: the daemon runs as that user; env: added
+  to its environment), for tests that need several stores or a store/mount point in a
+  particular place (a small tmpfs, a directory other users can traverse). With
+  make_store=False no store is made beforehand: the first start mounts with `--create`. Every one is
   watched and cleaned up like `mount`.
 - Watchdog: a test that outlives its budget (default 300 s; marker
   `@pytest.mark.mount_timeout(SECONDS)`) gets its FUSE connection aborted and its
@@ -117,17 +118,21 @@ class Mount:
         self.mp = mp if mp is not None else base / "mnt"
         self.log = base / "albumfs.log"
         base.mkdir(parents=True, exist_ok=True)
-        if make_store:
-            self.store.mkdir(parents=True, exist_ok=True)
-        self.mp.mkdir(parents=True, exist_ok=True)
+        # A named store is never created by a mount (SEMANTICS.md § Durability and safety):
+        # made here with `albumfs init`, or by the first start with --create.
+        self.create_on_start = not make_store
         # uid: run the daemon as that user (uid = gid, no other groups), as a user's own mount.
         self.uid = uid
         # env: added to the daemon's environment (e.g. ALBUMFS_CLOCK_OFFSET).
         self.env = dict(env or {})
+        self.mp.mkdir(parents=True, exist_ok=True)
+        as_owner = []
         if uid is not None:
-            for p in (self.store, self.mp):
-                if p.exists():
-                    os.chown(p, uid, uid)
+            for p in (base, self.mp):
+                os.chown(p, uid, uid)
+            as_owner = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        if make_store:
+            run([*as_owner, ALBUMFS, "init", self.store], timeout=30)
         self.proc: subprocess.Popen | None = None
         self.abort_file: str | None = None   # fusectl abort file of the current connection
         self.expect_mounted = False
@@ -154,6 +159,9 @@ class Mount:
         assert not is_mounted(self.mp), f"{self.mp} is already mounted"
         self.starts += 1
         cmd = [str(ALBUMFS), "mount", "--store", str(self.store), "-f", str(self.mp)]
+        if self.create_on_start:
+            cmd.insert(2, "--create")
+            self.create_on_start = False
         options = EXTRA_MOUNT_OPTIONS + (options or [])
         if options:
             cmd += ["-o", ",".join(options)]

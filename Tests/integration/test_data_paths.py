@@ -8,6 +8,7 @@ behind its back, across close, fork, mmap, truncate, kill -9 and remount.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gzip
 import mmap
 import os
@@ -188,3 +189,97 @@ def fsck_between_mounts(m):
     m.unmount()
     assert_fsck_clean(m.store, "between mounts")
     m.start(m.mode_options)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+FALLOC_FL_KEEP_SIZE = 0x01
+
+
+def fallocate(fd: int, mode: int, offset: int, length: int) -> None:
+    """fallocate(2) itself (glibc's posix_fallocate writes zeros where the filesystem says EOPNOTSUPP)."""
+    if _libc.fallocate(fd, mode, offset, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def content_file_of(m, path) -> str:
+    asset = os.stat(path).st_ino
+    store = Path(m.store) / "content"
+    return os.fspath(store / f"{asset & 0xff:02x}" / f"{asset:016x}")
+
+
+def test_fallocate_allocates_and_grows_like_ext4(data_mount):
+    """SEMANTICS.md § Attributes: fallocate mode 0 allocates and grows the file;
+    FALLOC_FL_KEEP_SIZE (fallocate -n) allocates and keeps the size; both on either data path,
+    stored across a remount."""
+    m = data_mount
+    grown, kept = m.roll / "grown.bin", m.roll / "kept.bin"
+    fd = os.open(grown, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        os.write(fd, b"head")
+        fallocate(fd, 0, 0, 1 << 20)
+        assert os.fstat(fd).st_size == 1 << 20
+    finally:
+        os.close(fd)
+    (kept).write_bytes(b"five!")
+    run(["fallocate", "-n", "-l", str(2 << 20), kept])
+    assert os.stat(grown).st_size == 1 << 20 and os.stat(kept).st_size == 5
+    assert os.stat(content_file_of(m, kept)).st_blocks * 512 >= 2 << 20, "KEEP_SIZE allocated nothing"
+    m.remount(m.mode_options)
+    assert os.stat(grown).st_size == 1 << 20 and os.stat(kept).st_size == 5
+    assert grown.read_bytes() == b"head" + bytes((1 << 20) - 4)
+    assert kept.read_bytes() == b"five!"
+    fsck_between_mounts(m)
+
+
+def test_fallocate_before_a_crash_is_recovered(data_mount):
+    """SEMANTICS.md § Durability and safety: fallocate marks the asset as being written before the
+    data changes, so a kill -9 before the close leaves a store the next mount makes whole."""
+    m = data_mount
+    path = m.roll / "prealloc.bin"
+    path.write_bytes(b"x")
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        fallocate(fd, 0, 0, 3 << 20)
+        m.kill()
+    finally:
+        with contextlib.suppress(OSError):   # ENOTCONN once the daemon is dead
+            os.close(fd)
+    m.start(m.mode_options)
+    assert os.stat(path).st_size == 3 << 20
+    fsck_between_mounts(m)
+
+
+@contextlib.contextmanager
+def overlay_directory(base: Path):
+    """An overlayfs mount at base/merged (root); always unmounted."""
+    for d in ("lower", "upper", "work", "merged"):
+        (base / d).mkdir(parents=True)
+    run(["mount", "-t", "overlay", "overlay", "-o",
+         f"lowerdir={base / 'lower'},upperdir={base / 'upper'},workdir={base / 'work'}", base / "merged"])
+    try:
+        yield base / "merged"
+    finally:
+        if run(["umount", base / "merged"], check=False, timeout=30).returncode != 0:
+            run(["umount", "-l", base / "merged"], check=False, timeout=30)
+
+
+@NO_PASSTHROUGH
+def test_a_store_passthrough_cannot_stack_on_falls_back_for_the_whole_mount(mount_factory, tmp_path):
+    """A store inside an overlay mount: the kernel refuses its backing files (ELOOP). The mount
+    falls back to the daemon path once, says so in its log, and reports the daemon path's block
+    size from the first stat on, before and after files are opened."""
+    with overlay_directory(tmp_path / "overlay") as merged:
+        m = mount_factory("m", store=merged / "store")
+        try:
+            path = m.roll / "x.jpg"
+            assert os.stat(m.roll).st_blksize == 1 << 20, "the first stat reported the passthrough block size"
+            path.write_bytes(b"through the daemon")
+            assert path.read_bytes() == b"through the daemon"
+            assert os.stat(path).st_blksize == 1 << 20
+            assert "passthrough is off" in m.log_text() and "Too many levels" in m.log_text(), m.log_text()
+            assert m.log_text().count("passthrough is off") == 1, m.log_text()
+        finally:
+            m.expect_mounted = False
+            m.cleanup()

@@ -1,4 +1,5 @@
-"""The albumfs command line: refused mounts (issue 2 item 13) and the mount contract of SEMANTICS.md."""
+"""The albumfs command line: SEMANTICS.md § Durability and safety (refused mounts, the mount table,
+mount.fuse3, options, stores created only on purpose, failures that say why, unmount)."""
 
 import errno
 import os
@@ -7,14 +8,14 @@ import subprocess
 import pytest
 
 from albumfs_testlib import (
-    ALBUMFS, attempt, expect_errno, create, is_mounted, mount_entry, names, pids_mentioning, read, run,
-    stop_background_mount, write,
+    ALBUMFS, albumfs, as_user, attempt, expect_errno, create, is_mounted, mount_entry, names, pids_mentioning,
+    public_tmpdir, read, run, stop_background_mount, write,
 )
 
 
 @pytest.mark.parametrize("foreground", [True, False], ids=["-f", "background"])
 def test_second_mount_of_same_store_is_refused(mount, tmp_path, foreground):
-    """Item 13: a second albumfs mount of the same store is refused with a message; the first is unharmed."""
+    """SEMANTICS.md § Durability and safety (one daemon per store): a second albumfs mount of the same store is refused with a message; the first is unharmed."""
     write(mount.roll / "keep.jpg", b"keep me")
     mp2 = tmp_path / "mnt2"
     mp2.mkdir()
@@ -33,9 +34,9 @@ def test_second_mount_of_same_store_is_refused(mount, tmp_path, foreground):
 
 @pytest.mark.parametrize("foreground", [True, False], ids=["-f", "background"])
 def test_missing_mount_point_is_refused(tmp_path, foreground):
-    """Item 13: a mount point that does not exist → non-zero exit and a message."""
+    """SEMANTICS.md § Durability and safety: a mount point that does not exist → non-zero exit and a message."""
     store, missing = tmp_path / "store", tmp_path / "no-such-dir"
-    store.mkdir()
+    albumfs("init", store)
     cmd = [ALBUMFS, "mount", "--store", str(store)] + (["-f"] if foreground else []) + [missing]
     rc, err, mounted = attempt(cmd, tmp_path, [missing])
     assert rc is not None and rc != 0, f"exit status {rc}"
@@ -46,7 +47,7 @@ def test_missing_mount_point_is_refused(tmp_path, foreground):
 def test_unknown_option_is_refused_with_status_2(tmp_path):
     """Durability/options: an unknown -o option is refused with a message and exit status 2."""
     store, mp = tmp_path / "store", tmp_path / "mnt"
-    store.mkdir()
+    albumfs("init", store)
     mp.mkdir()
     rc, err, mounted = attempt([ALBUMFS, "mount", "--store", str(store), "-f", "-o", "no_such_option", mp],
                                tmp_path, [mp])
@@ -79,7 +80,7 @@ FORMS = {
 def test_background_mount_is_ready_when_it_returns(tmp_path, form):
     """CLI: without -f, albumfs returns only once mounted; after unmount the daemon is gone within seconds."""
     store, mp = tmp_path / "store", tmp_path / "mnt"
-    store.mkdir()
+    albumfs("init", store)
     mp.mkdir()
     env = {} if form == "mount.fuse3" else None   # mount.fuse3 runs it with no PATH or HOME
     log = tmp_path / "albumfs.log"
@@ -135,12 +136,15 @@ def test_mount_t_fuse_albumfs(tmp_path):
         os.symlink(ALBUMFS, INSTALLED)
     store, mp = tmp_path / "store", tmp_path / "mnt"
     mp.mkdir()
+    albumfs("init", store)
     try:
         p = run(["mount", "-t", "fuse.albumfs", store, mp, "-o", "noatime,nodiratime,lazytime,nosuid"],
                 check=False, timeout=30)
         assert p.returncode == 0, p.stderr
         entry = mount_entry(mp)
         assert entry is not None and entry[0] == str(store) and entry[2] == "fuse.albumfs"
+        # mount.fuse3 passes dev,suid: every mount is nosuid,nodev all the same.
+        assert {"nosuid", "nodev"} <= set(entry[3].split(",")), entry[3]
         write(mp / "Camera Roll" / "x.jpg", b"x")
         assert read(mp / "Camera Roll" / "x.jpg") == b"x"
         left = stop_background_mount(mp, store)
@@ -155,3 +159,120 @@ def test_mount_t_fuse_albumfs(tmp_path):
         stop_background_mount(mp, store)
         if placed:
             os.unlink(INSTALLED)
+
+
+# --- SEMANTICS.md § Durability and safety: stores are created only on purpose ---------------
+
+NAMED_FORMS = {
+    "mount -f": lambda store, mp: [ALBUMFS, "mount", "--store", store, "-f", mp],
+    "mount": lambda store, mp: [ALBUMFS, "mount", "--store", store, mp],
+    "mount.fuse3": lambda store, mp: [ALBUMFS, store, mp, "-o", "rw,noatime,dev,suid"],
+}
+
+
+@pytest.mark.parametrize("form", list(NAMED_FORMS))
+@pytest.mark.parametrize("how", ["missing", "empty-dir"])
+def test_named_store_that_is_not_there_is_refused(tmp_path, how, form):
+    """SEMANTICS.md § Durability and safety: a named store that does not exist, or an empty
+    directory that holds no store, is refused with exit 3 and one line (a typo or an unplugged
+    disk never mounts an empty library), and the path is left exactly as it was."""
+    store, mp = tmp_path / "disk" / "photos", tmp_path / "mnt"
+    mp.mkdir()
+    if how == "empty-dir":
+        store.mkdir(parents=True)
+    rc, out, mounted = attempt(NAMED_FORMS[form](store, mp), tmp_path, [mp])
+    assert not mounted, f"a {how} store was mounted"
+    assert rc == 3, f"exit status {rc}: {out!r}"
+    lines = out.decode(errors="replace").strip().splitlines()
+    assert len(lines) == 1 and "albumfs init" in lines[0], lines
+    if how == "missing":
+        assert not (tmp_path / "disk").exists(), "the refused store's path was created"
+    else:
+        assert os.listdir(store) == [], "the refused empty directory was written into"
+
+
+def test_init_and_mount_create_make_a_store_on_purpose(tmp_path):
+    """SEMANTICS.md § Durability and safety: `albumfs init DIR` and `albumfs mount --create` create
+    a store (private, 0700); init on a store leaves it as it is."""
+    store, mp = tmp_path / "made" / "store", tmp_path / "mnt"
+    mp.mkdir()
+    p = albumfs("init", store, text=True)
+    assert os.stat(store).st_mode & 0o777 == 0o700 and (store / "library.sqlite").exists(), p.stdout
+    assert albumfs("init", store, text=True).returncode == 0
+    other = tmp_path / "other"
+    try:
+        albumfs("mount", "--create", "--store", other, mp, timeout=30)
+        assert is_mounted(mp)
+        write(mp / "Camera Roll" / "x.jpg", b"x")
+    finally:
+        left = stop_background_mount(mp, other)
+    assert not left, f"daemon {left} still running after unmount"
+    assert os.stat(other).st_mode & 0o777 == 0o700
+
+
+def test_default_store_is_still_created_on_first_use(tmp_path):
+    """SEMANTICS.md § Durability and safety: the default store (no --store) is created on first use."""
+    mp, data = tmp_path / "mnt", tmp_path / "data"
+    mp.mkdir()
+    env = dict(os.environ, XDG_DATA_HOME=str(data))
+    store = data / "albumfs"
+    try:
+        p = run([ALBUMFS, "mount", mp], env=env, check=False, timeout=30)
+        assert p.returncode == 0, p.stderr
+        assert (store / "library.sqlite").exists()
+    finally:
+        left = stop_background_mount(mp, store)
+    assert not left
+
+
+def test_unmount_returns_once_the_daemon_released_the_store(tmp_path):
+    """SEMANTICS.md § Durability and safety: `albumfs unmount` returns only once the store is free
+    again: an fsck right after it never finds the store mounted."""
+    store, mp = tmp_path / "store", tmp_path / "mnt"
+    mp.mkdir()
+    albumfs("init", store)
+    try:
+        for i in range(10):
+            albumfs("mount", "--store", store, mp, timeout=30)
+            write(mp / "Camera Roll" / f"{i}.jpg", b"x" * 1000)
+            albumfs("unmount", mp, timeout=30)
+            p = albumfs("fsck", "--store", store, check=False, text=True)
+            assert p.returncode == 0 and "mounted" not in p.stdout + p.stderr, \
+                f"round {i}: fsck right after unmount: exit {p.returncode}: {p.stdout} {p.stderr}"
+    finally:
+        left = stop_background_mount(mp, store)
+    assert not left
+
+
+def test_background_mount_failure_says_why(tmp_path):
+    """SEMANTICS.md § Durability and safety: without -f, a failed mount's one line gives the reason
+    libfuse or fusermount3 gave, and the fix. Tried as an ordinary user with -o allow_other: no
+    access to /dev/fuse (this machine's /dev/fuse may be root's only), or else allow_other without
+    user_allow_other in /etc/fuse.conf."""
+    if os.geteuid() != 0:
+        pytest.fail("this test switches to uid 1000 and needs root")
+    user = 1000
+    fuse = os.stat("/dev/fuse")
+    device_open = fuse.st_mode & 0o006 == 0o006 or (fuse.st_uid == user and fuse.st_mode & 0o600 == 0o600)
+    conf = open("/etc/fuse.conf").read() if os.path.exists("/etc/fuse.conf") else ""
+    allowed = any(l.strip() == "user_allow_other" for l in conf.splitlines())
+    if device_open and allowed:
+        pytest.fail("this machine lets uid 1000 mount with allow_other: nothing to refuse")
+    with public_tmpdir() as pub:
+        store, mp = pub / "store", pub / "mnt"
+        for d in (mp, store):
+            d.mkdir()
+            os.chown(d, user, user)
+        made = as_user([ALBUMFS, "init", store], uid=user, gid=user)
+        assert made.returncode == 0, made.stderr
+        try:
+            p = as_user([ALBUMFS, "mount", "--store", store, "-o", "allow_other", mp], uid=user, gid=user)
+        finally:
+            stop_background_mount(mp, store)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 4 and len(lines) == 1, (p.returncode, p.stderr)
+        if not device_open:
+            assert "/dev/fuse" in lines[0] and "Permission denied" in lines[0], lines[0]
+            assert "/dev/fuse" in lines[0].split("(fix: ")[-1], f"no fix given: {lines[0]}"
+        else:
+            assert "user_allow_other" in lines[0].split("(fix: ")[-1], f"no fix given: {lines[0]}"

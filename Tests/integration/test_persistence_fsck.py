@@ -1,11 +1,13 @@
-"""Remount, crash and fsck: the store keeps everything (issue 2 items 12 and 14)."""
+"""Remount, crash and fsck: the store keeps everything (SEMANTICS.md § Durability and safety)."""
 
+import errno
 import hashlib
 import os
 import stat
 
 from albumfs_testlib import (
-    albumfs, bjoin, content_files, content_usage, ino, payload, read, run, user_xattrs, write,
+    albumfs, assert_fsck_clean, bjoin, content_files, content_usage, expect_errno, ino, payload, read,
+    run, user_xattrs, write,
 )
 
 AS_ROOT = os.geteuid() == 0
@@ -13,7 +15,7 @@ ODD = [b"my photo.jpg", b"line\nbreak.jpg", b"\xff\xfe.jpg", "写真.jpg".encode
 
 
 def populate(mount, tmp_path):
-    """A library touched by every kind of operation of issue 2."""
+    """A library touched by every kind of operation of SEMANTICS.md § What each operation does."""
     roll, al = mount.roll, mount.albums
     paris, family, best = al / "Trips" / "2024" / "Paris", al / "Family", al / "Best"
     run(["mkdir", "-p", paris, family, best])
@@ -76,7 +78,7 @@ def assert_same(before: dict, after: dict):
 
 
 def test_remount_keeps_everything(mount, tmp_path):
-    """Item 12: unmount and mount again: names, bytes, inode numbers, modes, times, xattrs identical."""
+    """SEMANTICS.md § Durability and safety: unmount and mount again: names, bytes, inode numbers, modes, times, xattrs identical."""
     populate(mount, tmp_path)
     before = snapshot(mount.mp)
     assert b"Albums/Best/paris.jpg" in before and b"Camera Roll/IMG_1 (2).JPG" in before
@@ -89,7 +91,7 @@ def test_remount_keeps_everything(mount, tmp_path):
 
 
 def test_fsck_clean_after_workload(mount, tmp_path):
-    """Item 14: albumfs fsck on the store after all of the above exits 0."""
+    """SEMANTICS.md § Durability and safety: albumfs fsck on the store after all of the above exits 0."""
     populate(mount, tmp_path)
     mount.unmount()
     p = albumfs("fsck", "--store", mount.store, check=False)
@@ -138,3 +140,46 @@ def test_data_survives_kill_9_after_close(mount, tmp_path):
     p = albumfs("fsck", "--store", mount.store, check=False)
     assert p.returncode == 0, f"fsck after crash and remount:\n{p.stdout!r}\n{p.stderr!r}"
     assert content_usage(mount.store)[0] == 1
+
+
+def test_failed_truncate_changes_nothing(mount):
+    """SEMANTICS.md § Durability and safety: a failed call changes nothing. A truncate past the
+    largest file the store's filesystem holds fails with EFBIG (as on ext4) and leaves the size,
+    the data and the store as they were, also after a remount; fsck finds nothing to repair."""
+    album = mount.albums / "A"
+    album.mkdir()
+    p = album / "p.jpg"
+    write(p, b"twelve bytes")
+    expect_errno(errno.EFBIG, os.truncate, p, 999_999_999_999_999)
+    assert os.stat(p).st_size == 12
+    with open(p, "r+b") as f:
+        expect_errno(errno.EFBIG, os.ftruncate, f.fileno(), 999_999_999_999_999)
+    assert os.stat(p).st_size == 12
+    mount.remount()
+    assert os.stat(p).st_size == 12
+    assert read(p) == b"twelve bytes"
+    mount.unmount()
+    assert_fsck_clean(mount.store, "after a failed truncate")
+
+
+def test_fsck_repair_leaves_a_store_a_second_fsck_passes_or_says_why(mount):
+    """SEMANTICS.md § Durability and safety: `fsck --repair` fixes what loses no data (a size the data
+    does not have gets the data's size) and says, for what it leaves, why; a second fsck then reports
+    only what was left."""
+    write(mount.roll / "a.jpg", payload(20_000, "a"))
+    write(mount.roll / "b.jpg", payload(20_000, "b"))
+    ids = {n: ino(mount.roll / n) for n in ("a.jpg", "b.jpg")}
+    mount.unmount()
+    by_id = {int(os.path.basename(f), 16): f for f in content_files(mount.store)}
+    os.truncate(by_id[ids["a.jpg"]], 3)
+    os.unlink(by_id[ids["b.jpg"]])
+    p = albumfs("fsck", "--store", mount.store, "--repair", check=False, text=True)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    lines = p.stdout.splitlines()
+    assert any(f"asset {ids['a.jpg']} " in l and "repaired: set its size to 3" in l for l in lines), p.stdout
+    left = [l for l in lines if f"asset {ids['b.jpg']} " in l]
+    assert left and "not repaired: " in left[0] and "backup" in left[0], p.stdout
+    again = albumfs("fsck", "--store", mount.store, check=False, text=True)
+    assert again.returncode == 1, (again.returncode, again.stdout)
+    problems = [l for l in again.stdout.splitlines() if " — " in l]
+    assert len(problems) == 1 and f"asset {ids['b.jpg']} " in problems[0], again.stdout

@@ -195,8 +195,9 @@ class Watchdog:
 
 
 class Mount:
-    """One albumfs mount: `albumfs mount --store STORE MOUNTPOINT`, its daemon
-    found by its command line."""
+    """One albumfs mount: `albumfs mount --store STORE --create MOUNTPOINT` (the
+    bench's stores are its own, made on first mount), its daemon found by its
+    command line."""
 
     def __init__(self, binary, store, mountpoint):
         self.binary, self.store, self.mountpoint = binary, store, mountpoint
@@ -207,7 +208,7 @@ class Mount:
         if self.is_mounted():
             raise BenchError(f"{self.mountpoint} is already mounted")
         start = time.perf_counter()
-        status, _, err = run_bounded([self.binary, "mount", "--store", self.store, self.mountpoint], timeout)
+        status, _, err = run_bounded([self.binary, "mount", "--store", self.store, "--create", self.mountpoint], timeout)
         seconds = time.perf_counter() - start
         self.pid = self.find_daemon()
         if status is None:

@@ -1,0 +1,36 @@
+import Synchronization
+
+/// Places in the store where a test can step in, to run another operation at
+/// the exact moment a race needs (a release between a setattr's commit and
+/// its cut of the data, …) instead of hoping a stress test hits it. Nothing
+/// is installed outside tests: each point then costs one atomic load. A
+/// point is reached with no lock held, so the test may call the library.
+public enum PausePoint: Sendable {
+    /// setAttributes: the new size committed, the data not cut yet.
+    case setAttributesBeforeCut
+    /// attributes(of:), before the row and the open-file state are read (under
+    /// one lock hold: nothing can come between them).
+    case readingAttributes
+    /// write: the mark checked, the data not written yet.
+    case writeBeforeData
+    /// createAsset: the content file made, the transaction not committed yet
+    /// (a test may throw here, as a failing COMMIT does).
+    case createBeforeCommit
+}
+
+final class PausePoints: Sendable {
+    typealias Handler = @Sendable (PausePoint) throws(LibraryError) -> Void
+    private let installed = Atomic<Bool>(false)
+    private let handler = Mutex<Handler?>(nil)
+
+    /// Runs `handler` at every point reached from now on (nil: none).
+    func install(_ handler: Handler?) {
+        self.handler.withLock { $0 = handler }
+        installed.store(handler != nil, ordering: .releasing)
+    }
+
+    func reached(_ point: PausePoint) throws(LibraryError) {
+        guard installed.load(ordering: .acquiring), let handler = handler.withLock({ $0 }) else { return }
+        try handler(point)
+    }
+}
