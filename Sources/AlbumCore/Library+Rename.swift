@@ -103,6 +103,8 @@ extension Mutation {
             }
         } else {
             try db.insertEntry(roll, try db.freeName(in: roll, for: newName), file)
+            // A new roll name: no cached name to drop, but the roll's listing.
+            try touched(roll)
         }
         try moveAsset(file, from: oldParent, sourceName, to: newParent, newPolicy, newName, replacing: target)
     }
