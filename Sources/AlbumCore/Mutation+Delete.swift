@@ -113,7 +113,8 @@ extension Mutation {
         try db.deleteNode(id)
         try db.schedulePurge(id)
         purged.append(id)
-        changes.node(id)
+        // No attribute invalidation: every name it had is invalidated above,
+        // and a node that is gone has no attributes to refresh.
     }
 
     /// Purges every asset deleted more than the retention period ago, at

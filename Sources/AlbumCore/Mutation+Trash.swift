@@ -305,6 +305,5 @@ extension Mutation {
         try db.schedulePurge(id)
         purged.append(id)
         try vanished(directory, name)
-        changes.node(id)
     }
 }
