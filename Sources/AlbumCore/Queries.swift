@@ -253,3 +253,39 @@ extension Database {
         try statement("DELETE FROM xattrs WHERE node = ?1 AND name = ?2").bind(.int(node), .blob(name)).run()
     }
 }
+
+// MARK: statistics
+
+extension Database {
+    /// Counts and sizes for `albumfs stats`: one pass over the nodes, one over
+    /// Recently Deleted's rows (a store not yet migrated has none).
+    func storeStatistics() throws -> StoreStatistics {
+        var result = StoreStatistics()
+        result.schemaVersion = try Migrator.version(of: self)
+        try statement("""
+            SELECT coalesce(sum(kind = 5), 0), coalesce(sum(CASE WHEN kind = 5 THEN size END), 0),
+                   coalesce(sum(kind = 4), 0), coalesce(sum(kind = 10), 0)
+            FROM nodes
+            """).first { row in
+            result.assets = row.int64(0)
+            result.bytes = row.int64(1)
+            result.albums = row.int64(2)
+            result.sideFiles = row.int64(3)
+        }
+        if result.schemaVersion >= 3 {
+            // The trashes' .trashinfo files are side files too, but not the user's.
+            result.sideFiles -= try scalarInt("""
+                SELECT count(*) FROM entries e JOIN trashes t ON e.parent = t.info
+                """)
+            try statement("""
+                SELECT count(*), coalesce(sum(n.size), 0) FROM deleted_assets d JOIN nodes n ON n.id = d.asset
+                """).first { row in
+                result.deletedAssets = row.int64(0)
+                result.deletedBytes = row.int64(1)
+            }
+            result.assets -= result.deletedAssets
+            result.bytes -= result.deletedBytes
+        }
+        return result
+    }
+}

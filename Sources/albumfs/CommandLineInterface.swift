@@ -11,6 +11,7 @@ enum CommandLineInterface {
                albumfs STORE MOUNTPOINT [-o OPT[,OPT…]]     (the form mount.fuse3 uses)
                albumfs init [DIR]
                albumfs fsck [--store DIR] [--repair]
+               albumfs stats [--json] [--store DIR | MOUNTPOINT]
                albumfs unmount MOUNTPOINT
                albumfs --help | --version
 
@@ -38,6 +39,8 @@ enum CommandLineInterface {
                 return try InitCommand(parsing: Array(arguments.dropFirst())).run()
             case "fsck":
                 return try FsckCommand(parsing: Array(arguments.dropFirst())).run()
+            case "stats":
+                return try StatsCommand(parsing: Array(arguments.dropFirst())).run()
             case "unmount", "umount":
                 return try UnmountCommand(parsing: Array(arguments.dropFirst())).run()
             default:

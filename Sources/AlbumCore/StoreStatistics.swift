@@ -1,0 +1,49 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import SQLiteKit
+
+/// What a store holds, for `albumfs stats`: read from the database alone
+/// (one pass over the node table, whatever the size of the library), and
+/// readable while the store is mounted (a WAL reader disturbs nobody).
+public struct StoreStatistics: Sendable, Equatable {
+    /// Live assets (in the roll) and their bytes.
+    public var assets: Int64 = 0
+    public var bytes: Int64 = 0
+    public var albums: Int64 = 0
+    /// Assets in Recently Deleted and their bytes.
+    public var deletedAssets: Int64 = 0
+    public var deletedBytes: Int64 = 0
+    /// Files that belong to one directory and are no assets (SEMANTICS.md § side files).
+    public var sideFiles: Int64 = 0
+    public var schemaVersion = 0
+
+    public static func read(_ location: StoreLocation) throws(LibraryError) -> StoreStatistics {
+        guard access(location.databasePath, R_OK) == 0 else {
+            throw .unusableStore("there is no readable store database at \(location.databasePath)")
+        }
+        do {
+            let db = try Database(path: location.databasePath, mode: .readOnly)
+            db.setBusyTimeout(milliseconds: 5_000)
+            return try db.storeStatistics()
+        } catch let error as SQLiteError {
+            throw .unusableStore("cannot read the store's database: \(error.message)")
+        } catch {
+            throw .unusableStore("cannot read the store: \(error)")
+        }
+    }
+}
+
+extension StoreLock {
+    /// Whether a daemon holds the store now.
+    public static func isHeld(_ location: StoreLocation) -> Bool {
+        let fd = open(location.lockPath, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return false
+        }
+        return errno == EWOULDBLOCK
+    }
+}
