@@ -2,8 +2,8 @@
 # Sourced by scripts/run and scripts/test.
 
 ALBUMFS_PACKAGES=(libfuse3-dev fuse3 libsqlite3-dev pkg-config rsync attr psmisc util-linux)
-# For the tests: GIO's gio tool and GVfs's trash backend (the trash), vim (side files).
-ALBUMFS_TEST_PACKAGES=(libglib2.0-bin gvfs gvfs-daemons dbus vim)
+# For the tests: GIO's gio tool and GVfs's trash backend (the trash), vim (side files), samba and smbclient (the share).
+ALBUMFS_TEST_PACKAGES=(libglib2.0-bin gvfs gvfs-daemons dbus vim samba smbclient)
 
 # Installs whatever is missing when root; otherwise prints the one command to run.
 # ensure_packages [EXTRA…]: ALBUMFS_PACKAGES and the extra ones.
