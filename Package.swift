@@ -17,6 +17,11 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
         // A small SQLite wrapper with no domain words in it.
         .target(name: "SQLiteKit", dependencies: ["CSQLite3"]),
         // The library model and the on-disk store. No FUSE: testable alone.
@@ -24,7 +29,7 @@ let package = Package(
         // The thin FUSE low-level adapter over AlbumCore.
         .target(name: "AlbumFUSE", dependencies: ["AlbumCore", "CFuse3"]),
         // The command-line entry point: one type per subcommand.
-        .executableTarget(name: "albumfs", dependencies: ["AlbumCore", "AlbumFUSE"]),
+        .executableTarget(name: "albumfs", dependencies: ["AlbumCore", "AlbumFUSE", "CSystemd"]),
         .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit"]),
         .testTarget(name: "AlbumCoreTests", dependencies: ["AlbumCore", "SQLiteKit"]),
     ]

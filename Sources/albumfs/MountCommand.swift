@@ -119,8 +119,15 @@ struct MountCommand {
             Log.useSystemLog()
             DaemonLauncher.reportReady(on: readyDescriptor)
         }
+        // The mount is in the kernel's table and requests queue until the
+        // loop below serves them: a unit that waits for READY may use it now.
+        ServiceManager.ready(mountPoint: mountPoint)
         let status = withExtendedLifetime(lock) { session.run() }
-        return status == 0 ? ExitCode.success.rawValue : ExitCode.problemsFound.rawValue
+        ServiceManager.stopping()
+        // libfuse's loop returns the signal that ended it: SIGTERM (systemctl
+        // stop), SIGINT and SIGHUP are clean stops, as an unmount is.
+        let cleanStops: Set<Int32> = [0, SIGTERM, SIGINT, SIGHUP]
+        return cleanStops.contains(status) ? ExitCode.success.rawValue : ExitCode.problemsFound.rawValue
     }
 
     /// The library's options: `trash_days`, and the clock offset tests set
