@@ -48,6 +48,12 @@ def test_installed_files_and_a_binary_that_needs_no_toolchain(installed, tmp_pat
             p = run(["systemd-analyze", "verify", unit], check=False, text=True,
                     env={**os.environ, "MANPATH": str(installed / "share/man")})
             assert p.returncode == 0 and not p.stderr.strip(), f"systemd-analyze verify {unit}:\n{p.stderr}"
+    # --destdir: every path under it, the units still naming the prefix.
+    staged = tmp_path / "staged"
+    run([REPO_ROOT / "scripts" / "install", "--destdir", staged, "--prefix", "/opt/albumfs"], timeout=1800)
+    assert (staged / "opt/albumfs/bin/albumfs").is_file()
+    assert "ExecStart=/opt/albumfs/bin/albumfs mount -f %f" in \
+        (staged / "opt/albumfs/lib/systemd/user/albumfs@.service").read_text()
     completion = run(["bash", "-c", f"source {installed}/share/bash-completion/completions/albumfs; complete -p albumfs"],
                      text=True).stdout
     assert "_albumfs" in completion
