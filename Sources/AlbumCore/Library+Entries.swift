@@ -104,7 +104,7 @@ extension Library {
             case .deleteAsset: try m.deleteAsset(child, except: parent)
             case .dropReference: try m.dropReference(parent, name, child)
             case .purge: try m.purge(child, except: parent)
-            case .expunge: try m.expunge(parent, name)
+            case .expunge: try m.expunge(parent, name, child, childKind)
             case .refused: throw LibraryError.notPermitted
             }
             m.changes.dropEntry(parent, name)
@@ -137,7 +137,8 @@ extension Library {
     public func removeAlbum(_ parent: NodeID, _ name: Name, by caller: Caller = Caller(uid: 0, gid: 0)) throws(LibraryError) -> ChangeSet {
         try mutate(by: caller) { m in
             guard let child = try m.db.child(of: parent, named: name) else { throw LibraryError.notFound }
-            switch try m.kind(of: child) {
+            let childKind = try m.kind(of: child)
+            switch childKind {
             case .album, .trashedAlbum: break
             case .asset, .sideFile: throw LibraryError.notDirectory
             default: throw LibraryError.notPermitted
@@ -145,7 +146,7 @@ extension Library {
             guard let policy = try m.policy(of: parent), policy.removesDirectories else { throw LibraryError.notPermitted }
             if try m.db.hasEntries(child) { throw LibraryError.notEmpty }
             if policy.removal == .expunge {
-                try m.expunge(parent, name)
+                try m.expunge(parent, name, child, childKind)
             } else {
                 try m.db.deleteNode(child)
                 try m.db.touchDirectory(parent, now: m.now)

@@ -45,13 +45,13 @@ extension Mutation {
         switch (oldPolicy.removal, newPolicy.arrival) {
         case (_, .expunge) where oldPolicy.removal == .expunge:
             // GIO's "delete from trash": into expunged/, gone at once.
-            try expunge(oldParent, oldName)
+            try expunge(oldParent, oldName, source, sourceKind)
         case (.expunge, _):
             try restoreFromTrash(oldParent, oldName, source, to: newParent, newPolicy, newName)
         case (.purge, .rollEntry):
             try restore(source, rollName: newName)
         case (.purge, .albumEntry):
-            try replaceAlbumTarget(newParent, newName)
+            try replaceReference(in: newParent, named: newName)
             try restore(source, rollName: nil, album: (newParent, newName))
         case (_, .trashItem):
             try putInTrash(source, sourceKind, from: oldParent, oldParentKind, oldName, to: newParent, newName)
@@ -107,13 +107,6 @@ extension Mutation {
             try touched(roll)
         }
         try moveAsset(file, from: oldParent, sourceName, to: newParent, newPolicy, newName, replacing: target)
-    }
-
-    /// A rename onto an album entry from elsewhere replaces that reference.
-    private mutating func replaceAlbumTarget(_ album: NodeID, _ name: Name) throws {
-        guard let target = try db.child(of: album, named: name) else { return }
-        guard try kind(of: target) == .asset else { throw LibraryError.isDirectory }
-        try dropReference(album, name, target)
     }
 
     // MARK: albums

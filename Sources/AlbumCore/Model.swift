@@ -34,8 +34,6 @@ public enum NodeKind: Int, Sendable {
         default: return false
         }
     }
-    /// Directories that may hold albums and, for albums, asset entries.
-    public var holdsAlbums: Bool { self == .albumsRoot || self == .album }
     /// Nodes with a content file.
     public var hasData: Bool { self == .asset || self == .sideFile }
 }

@@ -128,6 +128,14 @@ extension Mutation {
 
     // MARK: references
 
+    /// A rename onto album entry `name` replaces it: that asset loses the
+    /// reference (the kernel drops the replaced name itself).
+    mutating func replaceReference(in album: NodeID, named name: Name) throws {
+        guard let target = try db.child(of: album, named: name) else { return }
+        guard try kind(of: target) == .asset else { throw LibraryError.isDirectory }
+        try dropReference(album, name, target)
+    }
+
     /// `rm Albums/A/x`: that reference only.
     mutating func dropReference(_ album: NodeID, _ name: Name, _ asset: NodeID) throws {
         try db.deleteEntry(album, name)

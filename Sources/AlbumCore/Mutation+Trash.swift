@@ -113,6 +113,13 @@ extension Mutation {
         }
     }
 
+    /// Whether files/`name` is the trash entry of deleted asset `child`
+    /// (else it is a trashed album reference to it).
+    func isDeletionItem(_ child: NodeID, _ files: NodeID, _ name: Name) throws -> Bool {
+        guard let shown = try db.deletedAsset(child)?.trash else { return false }
+        return shown.directory == files && shown.name == name
+    }
+
     /// An item leaves files/ (restored, or expunged): its entry and its info go.
     mutating func leaveTrash(_ files: NodeID, _ name: Name) throws {
         try db.deleteEntry(files, name)
@@ -127,7 +134,9 @@ extension Mutation {
     /// album moves there with everything in it put aside.
     mutating func putInTrash(_ child: NodeID, _ childKind: NodeKind, from parent: NodeID, _ parentKind: NodeKind,
                              _ name: Name, to files: NodeID, _ newName: Name) throws {
-        if try db.child(of: files, named: newName) != nil { try expunge(files, newName) }
+        if let existing = try db.child(of: files, named: newName) {
+            try expunge(files, newName, existing, try kind(of: existing))
+        }
         switch (childKind, parentKind) {
         case (.asset, .cameraRoll):
             try deleteAsset(child, except: parent, trashEntry: (files, newName))
@@ -196,11 +205,11 @@ extension Mutation {
             return
         }
         guard childKind == .asset else { throw LibraryError.notPermitted }
-        if let record = try db.deletedAsset(child), let shown = record.trash, shown.directory == files, shown.name == name {
+        if try isDeletionItem(child, files, name) {
             switch parentPolicy.arrival {
             case .rollEntry: try restore(child, rollName: newName)
             case .albumEntry:
-                try replaceAlbumEntry(parent, newName)
+                try replaceReference(in: parent, named: newName)
                 try restore(child, rollName: nil, album: (parent, newName))
             default: throw LibraryError.notPermitted
             }
@@ -210,7 +219,7 @@ extension Mutation {
         guard parentPolicy.arrival == .albumEntry else { throw LibraryError.notPermitted }
         if try db.isDeleted(child) { throw LibraryError.notFound }
         if try db.name(of: child, in: parent) != nil { throw LibraryError.exists }
-        try replaceAlbumEntry(parent, newName)
+        try replaceReference(in: parent, named: newName)
         try leaveTrash(files, name)
         try db.insertEntry(parent, newName, child)
         try touched(parent)
@@ -219,13 +228,6 @@ extension Mutation {
     }
 
     /// A rename onto an album entry replaces it: that asset loses the reference.
-    private mutating func replaceAlbumEntry(_ album: NodeID, _ name: Name) throws {
-        guard let target = try db.child(of: album, named: name) else { return }
-        guard try kind(of: target) == .asset else { throw LibraryError.isDirectory }
-        try dropReference(album, name, target)
-        changes.entry(album, name)
-    }
-
     private mutating func restoreAlbum(_ album: NodeID, from files: NodeID, _ name: Name,
                                        to parent: NodeID, _ newName: Name) throws {
         for (directory, entryName, child) in try db.takeEntriesPutAside(under: album) {
@@ -257,12 +259,12 @@ extension Mutation {
     /// An item leaves the trash for good (unlink or rmdir in files/, a move
     /// into expunged/): a deleted asset is purged, a reference forgotten, a
     /// trashed album forgotten with everything it put aside. No live asset is
-    /// ever deleted by emptying a trash.
-    mutating func expunge(_ files: NodeID, _ name: Name) throws {
-        guard let child = try db.child(of: files, named: name) else { throw LibraryError.notFound }
-        switch try kind(of: child) {
+    /// ever deleted by emptying a trash. (The caller has looked `name` up:
+    /// `child` of `childKind`; a purge of many items does it once each.)
+    mutating func expunge(_ files: NodeID, _ name: Name, _ child: NodeID, _ childKind: NodeKind) throws {
+        switch childKind {
         case .asset:
-            if let record = try db.deletedAsset(child), let shown = record.trash, shown.directory == files, shown.name == name {
+            if try isDeletionItem(child, files, name) {
                 try purge(child)
                 return
             }

@@ -26,11 +26,6 @@ extension Database {
             .run()
     }
 
-    func setDeletedAssetTrash(_ id: NodeID, _ trash: (directory: NodeID, name: Name)?) throws {
-        try statement("UPDATE deleted_assets SET trash = ?2, trash_name = ?3 WHERE asset = ?1")
-            .bind(.int(id), trash.map { .int($0.directory) } ?? .null, trash.map { .blob($0.name) } ?? .null).run()
-    }
-
     func removeDeletedAsset(_ id: NodeID) throws {
         try statement("DELETE FROM deleted_assets WHERE asset = ?1").bind(.int(id)).run()
     }
@@ -44,10 +39,6 @@ extension Database {
         var ids: [NodeID] = []
         while try statement.step() { ids.append(NodeID(bitPattern: statement.int64(0))) }
         return ids
-    }
-
-    func deletedCount() throws -> Int64 {
-        try scalarInt("SELECT count(*) FROM deleted_assets")
     }
 
     // MARK: remembered album entries

@@ -92,13 +92,16 @@ class Actor:
     def __init__(self, uid: int | None):
         self.uid = uid
 
-    def run(self, *cmd, data: bytes | None = None) -> bytes:
+    def attempt(self, *cmd, data: bytes | None = None) -> subprocess.CompletedProcess:
         cmd = [os.fspath(c) for c in cmd]
         if self.uid is not None:
             cmd = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *cmd]
-        p = subprocess.run(cmd, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        return subprocess.run(cmd, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+
+    def run(self, *cmd, data: bytes | None = None) -> bytes:
+        p = self.attempt(*cmd, data=data)
         if p.returncode != 0:
-            raise AssertionError(f"{cmd}: exit {p.returncode}: {p.stderr.decode(errors='replace')}")
+            raise AssertionError(f"{p.args}: exit {p.returncode}: {p.stderr.decode(errors='replace')}")
         return p.stdout
 
     def mkdir(self, path: Path) -> None:
@@ -120,9 +123,7 @@ class Actor:
         return sorted(self.run("ls", "-A1", path).decode().splitlines())
 
     def exists(self, path: Path) -> bool:
-        return subprocess.run(["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
-                               "stat", path] if self.uid is not None else ["stat", path],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+        return self.attempt("stat", path).returncode == 0
 
     def rm(self, path: Path) -> None:
         self.run("rm", path)
