@@ -24,6 +24,7 @@ extension Library {
         guard offset >= 0, length > 0 else { throw .invalidArgument }
         let (end, overflow) = offset.addingReportingOverflow(length)
         guard !overflow, end <= largestFileSize else { throw .fileTooLarge }
+        waitForFreedData()
         try changingData(file) { () throws(LibraryError) in
             try syscall { systemFallocate(file.descriptor, mode, Int(offset), Int(length)) }
         }

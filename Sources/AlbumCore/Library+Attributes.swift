@@ -18,7 +18,10 @@ extension Library {
     public func setAttributes(_ id: NodeID, _ changes: AttributeChanges, by caller: Caller = Caller(uid: 0, gid: 0),
                               dropsSetID: Bool = false) throws(LibraryError) -> Attributes {
         let openFiles = self.openFiles
-        if changes.size != nil { try writeDataKeptInDatabase(id) }
+        if changes.size != nil {
+            waitForFreedData()
+            try writeDataKeptInDatabase(id)
+        }
         let largestFileSize = self.largestFileSize
         // Shrinking a file frees space: it may use the reserve.
         let (previous, result) = try write(freesSpace: changes.size != nil, { db, held -> (Attributes, Attributes) in

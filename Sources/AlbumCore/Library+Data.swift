@@ -19,6 +19,7 @@ public final class OpenFile: Sendable {
 extension Library {
     public func open(_ id: NodeID, writable: Bool, truncate: Bool) throws(LibraryError) -> OpenFile {
         if writable && isReadOnly { throw .readOnly }
+        if writable { waitForFreedData() }
         let kind = try attributes(of: id).kind
         guard kind.hasData else { throw .isDirectory }
         if kind == .sideFile { try writeDataKeptInDatabase(id) }

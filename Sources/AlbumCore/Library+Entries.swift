@@ -10,6 +10,7 @@ extension Library {
     /// directory, never an asset.
     public func createAsset(in parent: NodeID, named name: Name, mode: UInt32, by caller: Caller) throws(LibraryError) -> (Attributes, ChangeSet) {
         try Names.validate(name)
+        waitForFreedData()
         return try mutate(by: caller, freesSpace: false) { m -> Attributes in
             guard let policy = try m.policy(of: parent) else { throw LibraryError.notFound }
             if try m.db.child(of: parent, named: name) != nil { throw LibraryError.exists }
@@ -51,6 +52,7 @@ extension Library {
     /// A new album in `Albums/` or in another album.
     public func makeAlbum(in parent: NodeID, named name: Name, mode: UInt32, by caller: Caller) throws(LibraryError) -> Attributes {
         try Names.validate(name)
+        waitForFreedData()
         return try mutate(by: caller, freesSpace: false) { m -> Attributes in
             guard let policy = try m.policy(of: parent) else { throw LibraryError.notFound }
             if try m.db.child(of: parent, named: name) != nil { throw LibraryError.exists }
@@ -112,24 +114,30 @@ extension Library {
         }.1
     }
 
-    /// Frees the data of nodes whose deletion has committed. Their
+    /// Frees the data of nodes whose deletion has committed, in the
+    /// background (DeferredFrees: what needs the space waits for it). Their
     /// `pending_purges` rows go with the next change's transaction (not one
     /// more transaction per delete); until then, or after a crash, they only
     /// make the next mount's recovery remove files that are gone already.
     func freeData(of ids: [NodeID]) {
         guard !ids.isEmpty else { return }
-        for id in ids { content.remove(id) }
-        freedData.withLock { $0 += ids }
-        reserve.take()
+        let (content, reserve, pausePoints) = (self.content, self.reserve, self.pausePoints)
+        deferredFrees.enqueue(ids) { ids in
+            try? pausePoints.reached(.freeingData)
+            for id in ids { content.remove(id) }
+            reserve.take()
+        }
+    }
+
+    /// Returns once the data of every purge so far is freed: `df` and any
+    /// operation that takes space see it (SEMANTICS.md § Recently Deleted).
+    public func waitForFreedData() {
+        deferredFrees.wait()
     }
 
     /// In a change's transaction: the pending purges whose data is freed.
     func forgetFreedData(_ db: Database) throws {
-        let freed = freedData.withLock { freed in
-            defer { freed = [] }
-            return freed
-        }
-        for id in freed { try db.purgeDone(id) }
+        for id in deferredFrees.takeFreed() { try db.purgeDone(id) }
     }
 
     /// `rmdir`: removes an empty album; in a trash's files/, a trashed album

@@ -31,8 +31,8 @@ public final class Library: Sendable {
     /// Where tests step in to run a race's other half (PausePoints).
     let pausePoints = PausePoints()
     let reserve: SpaceReserve
-    /// Purged nodes whose data is freed and whose pending_purges row is not yet gone.
-    let freedData = Mutex<[NodeID]>([])
+    /// Where purged nodes' data is freed, after their commit.
+    let deferredFrees = DeferredFrees()
     /// The largest file the content directory's filesystem holds: a bigger
     /// size is refused before anything changes (EFBIG, as ext4 does).
     let largestFileSize: Int64
@@ -66,6 +66,12 @@ public final class Library: Sendable {
             // What expired while the store was not mounted goes now.
             _ = try? purgeExpired()
         }
+    }
+
+    /// A library ends with its purged data freed (a store is never left
+    /// with frees still running behind its next opener).
+    deinit {
+        deferredFrees.wait()
     }
 
     // MARK: running transactions
@@ -178,6 +184,7 @@ public final class Library: Sendable {
 
     /// The store's free space; the file counts are assets stored.
     public func statistics() throws(LibraryError) -> FilesystemStatistics {
+        waitForFreedData()
         var info = statvfs()
         try syscall { statvfs(location.root, &info) }
         let assets = UInt64(try read { db in try db.assetCount() })

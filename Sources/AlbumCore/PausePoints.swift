@@ -16,6 +16,8 @@ public enum PausePoint: Sendable {
     /// createAsset: the content file made, the transaction not committed yet
     /// (a test may throw here, as a failing COMMIT does).
     case createBeforeCommit
+    /// The deferred free of a purge's data, before it runs (on its queue).
+    case freeingData
 }
 
 final class PausePoints: Sendable {

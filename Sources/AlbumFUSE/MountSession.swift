@@ -106,6 +106,8 @@ public final class MountSession {
         fuse_remove_signal_handlers(session)
         fuse_session_unmount(session)
         fileSystem.takeUnretainedValue().invalidator.drain()
+        // The store is released after this returns: purged data goes first.
+        fileSystem.takeUnretainedValue().library.waitForFreedData()
         fuse_session_destroy(session)
         fileSystem.release()
         return status

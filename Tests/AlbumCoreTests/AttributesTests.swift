@@ -111,7 +111,7 @@ struct AttributesTests {
             try store.library.setAttributes(id, AttributeChanges(size: 999_999_999_999_999))
         }
         #expect(try store.library.attributes(of: id) == before)
-        #expect(store.library.content.size(of: id) == 4)
+        #expect(store.dataSize(of: id) == 4)
         #expect(store.library.largestFileSize < 999_999_999_999_999, "the test store's filesystem holds such a file: the test proves nothing there")
         let reopened = try store.reopen()
         try #require(try reopened.attributes(of: id) == before)
@@ -146,7 +146,7 @@ struct AttributesTests {
         #expect(try store.library.attributes(of: id).size == 210)
         try store.library.release(file)
         #expect(try store.library.attributes(of: id).size == 210)
-        #expect(store.library.content.size(of: id) == 210)
+        #expect(store.dataSize(of: id) == 210)
     }
 
     @Test("chmod after an unflushed write keeps the new size")
@@ -232,14 +232,14 @@ struct AttributesTests {
         a = try store.library.setAttributes(id, AttributeChanges(size: 8))
         #expect(a.size == 8)
         #expect(try store.read(id) == bytes("0123") + [0, 0, 0, 0])
-        #expect(store.library.content.size(of: id) == 8)
+        #expect(store.dataSize(of: id) == 8)
         #expect(throws: LibraryError.invalidArgument) {
             try store.library.setAttributes(id, AttributeChanges(size: -1))
         }
         let file = try store.library.open(id, writable: true, truncate: true)
         #expect(try store.library.attributes(of: id).size == 0)
         try store.library.release(file)
-        #expect(store.library.content.size(of: id) == 0)
+        #expect(store.dataSize(of: id) == 0)
         #expect(try store.reopen().attributes(of: id).size == 0)
     }
 

@@ -39,7 +39,7 @@ struct EntriesTests {
         #expect(a.id > FixedNode.lastReservedID)
         #expect(try store.id(roll, "IMG_1.JPG") == a.id)
         #expect(try store.names(roll) == [name("IMG_1.JPG")])
-        #expect(store.library.content.size(of: a.id) == 0)
+        #expect(store.dataSize(of: a.id) == 0)
     }
 
     @Test("create in an album: roll entry and album entry of one asset")
@@ -176,7 +176,7 @@ struct EntriesTests {
         #expect(try store.id(roll, "x") == id)
         #expect(try store.library.attributes(of: id).linkCount == 2)
         #expect(try store.read(id) == bytes("keep me"))
-        #expect(store.library.content.size(of: id) == 7)
+        #expect(store.dataSize(of: id) == 7)
     }
 
     @Test("trash_days=0: unlink in the roll removes the asset from every album and frees its data")
@@ -193,12 +193,12 @@ struct EntriesTests {
         #expect(try store.id(a, "x") == nil)
         #expect(try store.id(b, "bx") == nil)
         #expect(!store.exists(id))
-        #expect(store.library.content.size(of: id) == nil)
+        #expect(store.dataSize(of: id) == nil)
         #expect(changes.entries.contains(ChangeSet.EntryName(directory: a, name: name("x"))))
         #expect(changes.entries.contains(ChangeSet.EntryName(directory: b, name: name("bx"))))
         // Nothing else went.
         #expect(try store.id(b, "other") == other)
-        #expect(store.library.content.size(of: other) == 0)
+        #expect(store.dataSize(of: other) == 0)
         #expect(try assetCount(store) == 1)
     }
 

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import SQLiteKit
+import Synchronization
 import Testing
 @testable import AlbumCore
 
@@ -51,7 +52,7 @@ struct RecentlyDeletedTests {
         #expect(attributes.changeTime >= before)
         #expect(try store.read(id) == bytes("photo"), "a deleted asset stays readable")
         #expect(try assetCount(store) == 1, "statfs still counts it")
-        #expect(store.library.content.size(of: id) == 5)
+        #expect(store.dataSize(of: id) == 5)
         let deleted = String(decoding: try store.library.extendedAttribute(id, name("user.albumfs.deleted")), as: UTF8.self)
         let purge = String(decoding: try store.library.extendedAttribute(id, name("user.albumfs.purge")), as: UTF8.self)
         #expect(deleted.hasSuffix("Z") && deleted.count == 20, "\(deleted)")
@@ -110,6 +111,38 @@ struct RecentlyDeletedTests {
         #expect(try store.id(c, "c.jpg") == id)
     }
 
+    @Test("a purge replies before its data is freed; statfs (df) and a create wait for the free")
+    func purgeFreesDataAfterTheReply() throws {
+        let store = try TestStore()
+        let library = store.library
+        let id = try store.createFile(roll, "x", contents: bytes("bytes"))
+        try store.unlink(roll, "x")
+        let freeMayRun = DispatchSemaphore(value: 0)
+        let freeWasHeld = Mutex(false)
+        library.pausePoints.install { point throws(LibraryError) in
+            guard point == .freeingData else { return }
+            // Held until the test lets it go (at most 10 s, so that a wrong
+            // order shows as a failure, not a hang).
+            let released = freeMayRun.wait(timeout: .now() + 10) == .success
+            freeWasHeld.withLock { $0 = released }
+        }
+        defer { library.pausePoints.install(nil) }
+        try store.unlink(recentlyDeleted, "x")
+        #expect(library.content.size(of: id) == 5, "the unlink returned with its free still held: off the request's path")
+        // statfs waits for the free: let it go only once statfs has started.
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(200)) { freeMayRun.signal() }
+        _ = try library.statistics()
+        #expect(library.content.size(of: id) == nil, "statfs returned before the purge's data was freed")
+        #expect(freeWasHeld.withLock { $0 })
+        // A create after a purge finds the space freed too.
+        let other = try store.createFile(roll, "y", contents: bytes("other"))
+        try store.unlink(roll, "y")
+        try store.unlink(recentlyDeleted, "y")
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(200)) { freeMayRun.signal() }
+        _ = try store.createFile(roll, "z")
+        #expect(library.content.size(of: other) == nil, "a create returned before a purge's data was freed")
+    }
+
     @Test("rm in Recently Deleted purges: data freed, the asset gone")
     func purge() throws {
         let store = try TestStore()
@@ -117,7 +150,7 @@ struct RecentlyDeletedTests {
         try store.unlink(roll, "x")
         try store.unlink(recentlyDeleted, "x")
         #expect(!store.exists(id))
-        #expect(store.library.content.size(of: id) == nil)
+        #expect(store.dataSize(of: id) == nil)
         #expect(try assetCount(store) == 0)
         #expect(try store.names(try store.trash().files).isEmpty)
         #expect(try store.names(try store.trash().info).isEmpty)
@@ -167,7 +200,7 @@ struct RecentlyDeletedTests {
         try store.unlink(roll, "old")
         try store.reopen(options: LibraryOptions(trashDays: 30))
         #expect(!store.exists(old), "deleted 31 days ago by the store's clock")
-        #expect(store.library.content.size(of: old) == nil)
+        #expect(store.dataSize(of: old) == nil)
         let recent = try store.createFile(roll, "recent")
         try store.unlink(roll, "recent")
         try store.reopen(options: LibraryOptions(trashDays: 30))
@@ -301,7 +334,7 @@ struct TrashTests {
         #expect(try store.names(trash.expunged).isEmpty)
         #expect(try store.names(trash.files).isEmpty)
         #expect(try store.id(roll, "x") == id, "emptying the trash never deletes an asset in the roll")
-        #expect(store.library.content.size(of: id) == 1)
+        #expect(store.dataSize(of: id) == 1)
     }
 
     @Test("a trashed reference whose asset was deleted meanwhile cannot be restored until the asset is; it goes with the purge")
@@ -361,7 +394,7 @@ struct TrashTests {
         let trash = try store.trash()
         try store.unlink(trash.files, "x")
         #expect(!store.exists(id))
-        #expect(store.library.content.size(of: id) == nil)
+        #expect(store.dataSize(of: id) == nil)
         #expect(try store.names(recentlyDeleted).isEmpty)
         #expect(try store.names(trash.info).isEmpty)
     }

@@ -281,7 +281,7 @@ struct EntryRenameTests {
         #expect(try store.names(roll) == [name("x")])
         #expect(try store.library.attributes(of: id).linkCount == 2)
         #expect(try store.read(id) == bytes("same"))
-        #expect(store.library.content.size(of: id) == 4)
+        #expect(store.dataSize(of: id) == 4)
     }
 
     @Test("same-directory update in an album: the moving asset takes the replaced one's place everywhere")
@@ -310,7 +310,7 @@ struct EntryRenameTests {
         #expect(try store.library.extendedAttribute(new, name("user.mine")) == bytes("v"))
         // The replaced asset is gone, its data freed.
         #expect(!store.exists(old))
-        #expect(store.library.content.size(of: old) == nil)
+        #expect(store.dataSize(of: old) == nil)
         #expect(try assetCount(store) == 1)
     }
 
@@ -353,7 +353,7 @@ struct EntryRenameTests {
         #expect(try store.library.attributes(of: new).linkCount == 3)
         #expect(try store.read(new) == bytes("new!"))
         #expect(!store.exists(old))
-        #expect(store.library.content.size(of: old) == nil)
+        #expect(store.dataSize(of: old) == nil)
     }
 
     @Test("rename over a name in another album: the old asset loses that reference, stays in the roll")
@@ -405,7 +405,7 @@ struct EntryRenameTests {
         #expect(try store.names(b).isEmpty)
         #expect(try store.names(a).isEmpty)  // the old asset left every album
         #expect(!store.exists(old))
-        #expect(store.library.content.size(of: old) == nil)
+        #expect(store.dataSize(of: old) == nil)
         #expect(try store.library.attributes(of: new).linkCount == 1)
         #expect(try store.read(new) == bytes("new"))
     }

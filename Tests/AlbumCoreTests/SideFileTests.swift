@@ -32,7 +32,7 @@ struct SideFileTests {
         _ = try store.library.setExtendedAttribute(id, name("user.x"), bytes("1"), mode: .createOrReplace)
         try store.unlink(a, "._beach.jpg")
         #expect(!store.exists(id))
-        #expect(store.library.content.size(of: id) == nil)
+        #expect(store.dataSize(of: id) == nil)
         #expect(try store.names(roll).isEmpty)
         // An album holding only side files is not empty.
         #expect(throws: LibraryError.notEmpty) { try store.library.removeAlbum(TestStore.albums, name("A")) }
@@ -125,7 +125,7 @@ struct SideFileTests {
         try store.rename(TestStore.albums, "A", to: trash.files, "A")
         _ = try store.library.removeAlbum(trash.files, name("A"))
         #expect(!store.exists(side))
-        #expect(store.library.content.size(of: side) == nil)
+        #expect(store.dataSize(of: side) == nil)
         store.close()
         #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
     }

@@ -233,7 +233,7 @@ struct StoreTests {
         // A new asset never shows the leftover bytes, whatever id it gets.
         let fresh = try store.createFile(roll, "fresh")
         #expect(try store.library.attributes(of: fresh).size == 0)
-        #expect(store.library.content.size(of: fresh) == 0)
+        #expect(store.dataSize(of: fresh) == 0)
         #expect(try store.read(fresh) == [])
     }
 }

@@ -124,6 +124,13 @@ final class TestStore {
 
     // MARK: data
 
+    /// The size of an asset's content file (nil: none) as `df` sees it: once
+    /// the data of every purge so far is freed (they are freed after the reply).
+    func dataSize(of id: NodeID) -> Int64? {
+        library.waitForFreedData()
+        return library.content.size(of: id)
+    }
+
     /// open → write → flush → release, as `cp` does.
     func write(_ id: NodeID, _ bytes: [UInt8], at offset: Int64 = 0) throws {
         let file = try library.open(id, writable: true, truncate: false)

@@ -283,9 +283,20 @@ def current_umask() -> int:
     return m
 
 
+def settle_frees(store) -> None:
+    """Where STORE is mounted, a statfs of the mount first: a purge's data is freed after its
+    reply, and `df` is what waits for it (SEMANTICS.md § Recently Deleted: "its storage is
+    freed at once (df shows it)"). The mount table names a mount by its store (fsname)."""
+    store = os.path.realpath(os.fspath(store))
+    for source, mount_point, kind, _options in mount_entries():
+        if kind == "fuse.albumfs" and source == store:
+            os.statvfs(mount_point)
+
+
 def content_files(store) -> list[str]:
     """Paths of the asset data files under STORE/content (STORE/content/xx/<16 hex id>;
-    the content directory's own marker file is not asset data)."""
+    the content directory's own marker file is not asset data), as `df` of its mount sees it."""
+    settle_frees(store)
     root = os.path.join(os.fspath(store), "content")
     found = []
     for dirpath, _dirs, files in os.walk(root):
