@@ -16,6 +16,8 @@ struct DirectoryPolicy: Sendable {
         case purge
         /// A trash's files/: the item leaves the trash for good (Empty Trash).
         case expunge
+        /// Favorites: the asset's favorite flag is cleared.
+        case unfavorite
         case refused
     }
 
@@ -32,6 +34,8 @@ struct DirectoryPolicy: Sendable {
         case expunge
         /// Side files may be renamed within the directory; nothing arrives from elsewhere.
         case withinOnly
+        /// Favorites: `ln` sets the asset's favorite flag (nothing else arrives).
+        case favorite
         case refused
     }
 
@@ -59,7 +63,9 @@ struct DirectoryPolicy: Sendable {
             self.init(newFile: .refused, makesAlbums: false, removal: .refused, arrival: .expunge)
         case .trashInfo:
             self.init(newFile: .sideFile, makesAlbums: false, removal: .refused, arrival: .withinOnly)
-        case .root, .trash, .trashedAlbum, .asset, .sideFile:
+        case .favorites:
+            self.init(newFile: .refused, makesAlbums: false, removal: .unfavorite, arrival: .favorite)
+        case .root, .trash, .trashedAlbum, .asset, .sideFile, .smartAlbums, .computedView:
             self.init(newFile: .refused, makesAlbums: false, removal: .refused, arrival: .refused)
         }
     }

@@ -230,5 +230,7 @@ extension Library {
             return
         }
         try commit(file, closing: true) { $0.closing(file.id, writable: file.isWritable, descriptor: file.descriptor, $1) }
+        // Its content may have changed: read what it says again.
+        if file.isWritable { indexer?.enqueue(file.id, of: self) }
     }
 }

@@ -74,6 +74,11 @@ extension Library {
             switch policy.arrival {
             case .rollEntry: throw LibraryError.exists  // every asset is already there
             case .albumEntry: break
+            case .favorite:
+                try m.db.setFavorite(asset, true)
+                try m.db.touchChangeTime(asset, now: m.now)
+                guard let attributes = try m.db.attributes(of: asset) else { throw LibraryError.io(5) }
+                return attributes
             default: throw LibraryError.notPermitted
             }
             if try m.db.name(of: asset, in: parent) != nil { throw LibraryError.exists }
@@ -92,7 +97,8 @@ extension Library {
     /// leaves the trash; a side file is removed wherever it is.
     public func unlink(_ parent: NodeID, _ name: Name, by caller: Caller = Caller(uid: 0, gid: 0)) throws(LibraryError) -> ChangeSet {
         try mutate(by: caller) { m in
-            guard let child = try m.db.child(of: parent, named: name) else { throw LibraryError.notFound }
+            guard let child = try m.child(of: parent, named: name) else { throw LibraryError.notFound }
+            if VirtualNode(child) != nil { throw LibraryError.isDirectory }
             let childKind = try m.kind(of: child)
             guard !childKind.isDirectory else { throw LibraryError.isDirectory }
             guard let policy = try m.policy(of: parent) else { throw LibraryError.notFound }
@@ -107,6 +113,10 @@ extension Library {
             case .dropReference: try m.dropReference(parent, name, child)
             case .purge: try m.purge(child, except: parent)
             case .expunge: try m.expunge(parent, name, child, childKind)
+            case .unfavorite:
+                try m.db.setFavorite(child, false)
+                try m.db.touchChangeTime(child, now: m.now)
+                m.changes.node(child)
             case .refused: throw LibraryError.notPermitted
             }
             m.changes.dropEntry(parent, name)
@@ -144,7 +154,8 @@ extension Library {
     /// leaves the trash for good. Fixed directories cannot be removed.
     public func removeAlbum(_ parent: NodeID, _ name: Name, by caller: Caller = Caller(uid: 0, gid: 0)) throws(LibraryError) -> ChangeSet {
         try mutate(by: caller) { m in
-            guard let child = try m.db.child(of: parent, named: name) else { throw LibraryError.notFound }
+            guard let child = try m.child(of: parent, named: name) else { throw LibraryError.notFound }
+            if ComputedViews.view(serving: parent) != nil { throw LibraryError.notPermitted }
             let childKind = try m.kind(of: child)
             switch childKind {
             case .album, .trashedAlbum: break

@@ -6,6 +6,38 @@ extension Library {
     static let idAttribute: Name = Array("user.albumfs.id".utf8)
     static let deletedAttribute: Name = Array("user.albumfs.deleted".utf8)
     static let purgeAttribute: Name = Array("user.albumfs.purge".utf8)
+    static let favoriteAttribute: Name = Array("user.albumfs.favorite".utf8)
+    /// On the root: how many assets wait to be read (0: every fact is computed).
+    static let indexingAttribute: Name = Array("user.albumfs.indexing".utf8)
+
+    /// The `user.albumfs.*` attributes read from an asset's facts.
+    enum FactAttribute: String {
+        case sha256, type, kind, captured, width, height, duration, location
+
+        func value(in f: AssetFacts) -> String? {
+            switch self {
+            case .sha256: return f.sha256
+            case .type: return f.type
+            case .kind: return f.kind.rawValue
+            case .captured: return f.captured
+            case .width: return f.width.map(String.init)
+            case .height: return f.height.map(String.init)
+            case .duration: return f.duration.map { Self.seconds($0) }
+            case .location: return f.location
+            }
+        }
+
+        /// Seconds with up to three decimals, no trailing zeros (`12.5`, `3`).
+        static func seconds(_ value: Double) -> String {
+            let thousandths = Int64((value * 1000).rounded())
+            let whole = thousandths / 1000, fraction = thousandths % 1000
+            guard fraction != 0 else { return String(whole) }
+            var digits = String(fraction)
+            digits = String(repeating: "0", count: 3 - digits.count) + digits
+            while digits.hasSuffix("0") { digits.removeLast() }
+            return "\(whole).\(digits)"
+        }
+    }
     /// The VFS's own limit (XATTR_SIZE_MAX).
     public static let maxAttributeValue = 65536
 
@@ -20,7 +52,17 @@ extension Library {
                 let time = name == Self.deletedAttribute ? deletedAt : deletedAt + (options.retention ?? 0)
                 return Array(ISO8601.utc(time).utf8)
             }
-            throw .noAttribute
+            if name == Self.favoriteAttribute {
+                guard try read({ db in try db.isFavorite(id) }) else { throw .noAttribute }
+                return Array("1".utf8)
+            }
+            if id == FixedNode.root, name == Self.indexingAttribute {
+                return Array(String(indexer?.pending ?? 0).utf8)
+            }
+            guard let fact = FactAttribute(rawValue: String(decoding: name.dropFirst(Self.reservedPrefix.count), as: UTF8.self)),
+                  let facts = try read({ db in try db.facts(of: id) }),
+                  let value = fact.value(in: facts) else { throw .noAttribute }
+            return Array(value.utf8)
         }
         guard name.starts(with: Self.userPrefix) else { throw .attributeNotSupported }
         let value = try read { db -> [UInt8]?? in

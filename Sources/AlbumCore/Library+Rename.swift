@@ -28,6 +28,11 @@ extension Library {
 /// is and by the policies of the two directories.
 extension Mutation {
     mutating func rename(_ oldParent: NodeID, _ oldName: Name, to newParent: NodeID, _ newName: Name, noReplace: Bool) throws {
+        // Computed views change only by what their assets are (and Favorites by ln and rm).
+        if ComputedViews.view(serving: oldParent) != nil || ComputedViews.view(serving: newParent) != nil {
+            guard try child(of: oldParent, named: oldName) != nil else { throw LibraryError.notFound }
+            throw LibraryError.notPermitted
+        }
         guard let source = try db.child(of: oldParent, named: oldName),
               let sourceKind = try db.kind(of: source) else { throw LibraryError.notFound }
         guard let oldPolicy = try policy(of: oldParent), let newPolicy = try policy(of: newParent) else { throw LibraryError.notFound }

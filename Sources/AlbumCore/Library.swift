@@ -33,6 +33,8 @@ public final class Library: Sendable {
     let reserve: SpaceReserve
     /// Where purged nodes' data is freed, after their commit.
     let deferredFrees = DeferredFrees()
+    /// Reads assets' facts in the background (nil without a facts reader or read-only).
+    let indexer: Indexer?
     /// The largest file the content directory's filesystem holds: a bigger
     /// size is refused before anything changes (EFBIG, as ext4 does).
     let largestFileSize: Int64
@@ -61,10 +63,12 @@ public final class Library: Sendable {
         self.database = Mutex(db)
         self.reserve = reserve
         self.largestFileSize = readOnly ? Int64.max : content.largestFileSize()
+        self.indexer = readOnly ? nil : options.factsReader.map { Indexer(reader: $0) }
         if !readOnly {
             reserve.take()
             // What expired while the store was not mounted goes now.
             _ = try? purgeExpired()
+            indexer?.indexMissing(of: self)
         }
     }
 
@@ -138,6 +142,7 @@ public final class Library: Sendable {
         try pausePoints.reached(.readingAttributes)
         let openFiles = self.openFiles
         return try read { db in
+            if let node = VirtualNode(id) { return try Self.attributes(of: node, db) }
             if let stored = try db.attributes(of: id) { return openFiles.overlay(stored) }
             // Deleted while open: fstat on the open file still works.
             if let live = openFiles.lastKnown(id) { return live }
@@ -150,7 +155,14 @@ public final class Library: Sendable {
     public func lookup(_ parent: NodeID, _ name: Name, by caller: Caller? = nil) throws(LibraryError) -> Attributes {
         if name.count > Names.maxLength { throw .nameTooLong }
         let openFiles = self.openFiles
-        let found = try read { db in try db.lookup(parent, name).map(openFiles.overlay) }
+        let found = try read { db -> Attributes? in
+            guard let view = ComputedViews.view(serving: parent) else { return try db.lookup(parent, name).map(openFiles.overlay) }
+            switch try view.lookup(db, in: parent, name) {
+            case .asset(let attributes): return openFiles.overlay(attributes)
+            case .directory(let node): return try Self.attributes(of: node, db)
+            case nil: return nil
+            }
+        }
         if let found { return found }
         if parent == FixedNode.root, let uid = Self.trashOwner(name) {
             return try trash(of: uid, lookedUpBy: caller)
@@ -162,6 +174,18 @@ public final class Library: Sendable {
     public func list(_ directory: NodeID, after cookie: Int64, limit: Int) throws(LibraryError) -> [DirectoryEntry] {
         let openFiles = self.openFiles
         let entries = try read { db -> [DirectoryEntry]? in
+            if let view = ComputedViews.view(serving: directory) {
+                if let node = VirtualNode(directory), try !view.exists(db, node) { return nil }
+                let root = try Self.rootAttributes(db)
+                return try view.list(db, directory, after: cookie, limit: limit).map { entry in
+                    switch entry.child {
+                    case .asset(let attributes):
+                        return DirectoryEntry(name: entry.name, attributes: openFiles.overlay(attributes), cookie: entry.cookie)
+                    case .directory(let node):
+                        return DirectoryEntry(name: entry.name, attributes: ComputedViews.attributes(of: node, root: root), cookie: entry.cookie)
+                    }
+                }
+            }
             guard let kind = try db.kind(of: directory) else { return nil }
             guard kind.isDirectory else { throw LibraryError.notDirectory }
             let rows = try db.listing(directory, afterRow: cookie, limit: limit)
@@ -172,9 +196,26 @@ public final class Library: Sendable {
         return entries
     }
 
+    /// A view's directory that is not a node, while it shows anything.
+    static func attributes(of node: VirtualNode, _ db: Database) throws -> Attributes {
+        guard let view = ComputedViews.view(serving: node.id), try view.exists(db, node) else { throw LibraryError.notFound }
+        return ComputedViews.attributes(of: node, root: try rootAttributes(db))
+    }
+
+    private static func rootAttributes(_ db: Database) throws -> Attributes {
+        guard let root = try db.attributes(of: FixedNode.root) else { throw LibraryError.io(EIO) }
+        return root
+    }
+
+    /// Whether `directory`'s entries are computed: the kernel must not cache them.
+    public static func isComputed(_ directory: NodeID) -> Bool {
+        ComputedViews.view(serving: directory) != nil
+    }
+
     /// The parent of a directory, for `..` (the root is its own parent).
     public func parent(ofDirectory id: NodeID) throws(LibraryError) -> NodeID {
-        try read { db in try db.parent(ofDirectory: id) } ?? FixedNode.root
+        if let node = VirtualNode(id) { return node.parent }
+        return try read { db in try db.parent(ofDirectory: id) } ?? FixedNode.root
     }
 
     /// The directories that show an asset: the roll and every album holding it.

@@ -1,4 +1,5 @@
-/// How a library is run: how long deleted assets are kept, and its clock.
+/// How a library is run: how long deleted assets are kept, its clock, and
+/// what reads its assets' facts.
 public struct LibraryOptions: Sendable {
     /// Days a deleted asset stays in Recently Deleted before it is purged;
     /// 0: a delete frees the asset at once, and no trash is offered.
@@ -6,10 +7,13 @@ public struct LibraryOptions: Sendable {
     /// Added to the system clock. Tests move the store's time with it
     /// (`ALBUMFS_CLOCK_OFFSET`) instead of waiting for days to pass.
     public var clockOffset: Nanoseconds
+    /// Reads what each asset's content says (nil: nothing is read, no facts).
+    public var factsReader: (any AssetFactsReader)?
 
-    public init(trashDays: Int = 30, clockOffset: Nanoseconds = 0) {
+    public init(trashDays: Int = 30, clockOffset: Nanoseconds = 0, factsReader: (any AssetFactsReader)? = nil) {
         self.trashDays = trashDays
         self.clockOffset = clockOffset
+        self.factsReader = factsReader
     }
 
     /// How long a deleted asset is kept, or nil when deletes purge at once.

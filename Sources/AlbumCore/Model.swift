@@ -25,15 +25,27 @@ public enum NodeKind: Int, Sendable {
     /// An album moved to a trash: its contents are put aside until it is
     /// restored or the trash is emptied.
     case trashedAlbum = 11
+    /// `Smart Albums/`: holds the smart albums, nothing else.
+    case smartAlbums = 12
+    /// A directory computed from what albumfs knows of each asset (`By Date/`,
+    /// its years and months, the smart albums but Favorites, the duplicate
+    /// sets): read-only, its entries are the assets' roll names.
+    case computedView = 13
+    /// `Smart Albums/Favorites/`: computed too, but `ln` and `rm` there set
+    /// and clear the favorite flag.
+    case favorites = 14
 
     public var isDirectory: Bool { self != .asset && self != .sideFile }
     /// Fixed directories are created with the store and can never be removed or renamed.
     public var isFixed: Bool {
         switch self {
-        case .root, .cameraRoll, .albumsRoot, .recentlyDeleted, .trash, .trashFiles, .trashInfo, .trashExpunged: return true
+        case .root, .cameraRoll, .albumsRoot, .recentlyDeleted, .trash, .trashFiles, .trashInfo, .trashExpunged,
+             .smartAlbums, .computedView, .favorites: return true
         default: return false
         }
     }
+    /// Directories whose entries are computed (never cached by the kernel).
+    public var isComputed: Bool { self == .computedView || self == .favorites }
     /// Nodes with a content file.
     public var hasData: Bool { self == .asset || self == .sideFile }
 }
@@ -44,12 +56,35 @@ public enum FixedNode {
     public static let cameraRoll: NodeID = 2
     public static let albumsRoot: NodeID = 3
     public static let recentlyDeleted: NodeID = 4
+    public static let smartAlbums: NodeID = 5
+    public static let byDate: NodeID = 6
+    public static let favorites: NodeID = 7
+    public static let videos: NodeID = 8
+    public static let livePhotos: NodeID = 9
+    public static let screenshots: NodeID = 10
+    public static let raw: NodeID = 11
+    public static let duplicates: NodeID = 12
     /// User nodes start above this, leaving room for fixed directories to come.
     static let lastReservedID: NodeID = 16
 
     public static let cameraRollName: Name = Array("Camera Roll".utf8)
     public static let albumsRootName: Name = Array("Albums".utf8)
     public static let recentlyDeletedName: Name = Array("Recently Deleted".utf8)
+    public static let smartAlbumsName: Name = Array("Smart Albums".utf8)
+    public static let byDateName: Name = Array("By Date".utf8)
+
+    /// The computed directories that are nodes of the store: (id, kind,
+    /// parent, name). Years, months and duplicate sets are VirtualNodes.
+    static let views: [(id: NodeID, kind: NodeKind, parent: NodeID, name: Name)] = [
+        (smartAlbums, .smartAlbums, root, smartAlbumsName),
+        (byDate, .computedView, root, byDateName),
+        (favorites, .favorites, smartAlbums, Array("Favorites".utf8)),
+        (videos, .computedView, smartAlbums, Array("Videos".utf8)),
+        (livePhotos, .computedView, smartAlbums, Array("Live Photos".utf8)),
+        (screenshots, .computedView, smartAlbums, Array("Screenshots".utf8)),
+        (raw, .computedView, smartAlbums, Array("RAW".utf8)),
+        (duplicates, .computedView, smartAlbums, Array("Duplicates".utf8)),
+    ]
 }
 
 /// Nanoseconds since the Unix epoch.

@@ -31,8 +31,19 @@ struct Mutation {
 
     /// The policy of directory `id` (nil: no such directory).
     func policy(of id: NodeID) throws -> DirectoryPolicy? {
+        if VirtualNode(id) != nil { return DirectoryPolicy(.computedView) }
         guard let kind = try db.kind(of: id) else { return nil }
         return DirectoryPolicy(kind)
+    }
+
+    /// The node `name` in `parent` shows, computed views included.
+    func child(of parent: NodeID, named name: Name) throws -> NodeID? {
+        guard let view = ComputedViews.view(serving: parent) else { return try db.child(of: parent, named: name) }
+        switch try view.lookup(db, in: parent, name) {
+        case .asset(let attributes): return attributes.id
+        case .directory(let node): return node.id
+        case nil: return nil
+        }
     }
 
     func kind(of id: NodeID) throws -> NodeKind {

@@ -131,6 +131,8 @@ extension Database {
         try statement("DELETE FROM entries WHERE child = ?1").bind(.int(id)).run()
         try statement("DELETE FROM side_file_data WHERE node = ?1").bind(.int(id)).run()
         try statement("DELETE FROM xattrs WHERE node = ?1").bind(.int(id)).run()
+        try statement("DELETE FROM asset_facts WHERE asset = ?1").bind(.int(id)).run()
+        try statement("DELETE FROM favorites WHERE asset = ?1").bind(.int(id)).run()
         try statement("DELETE FROM nodes WHERE id = ?1").bind(.int(id)).run()
     }
 

@@ -116,6 +116,50 @@ enum Schema {
                 FROM nodes WHERE id = \(FixedNode.root);
                 """)
         },
+        .init("what albumfs knows of each asset, and the computed views") { db in
+            try db.execute("""
+                -- Facts read from each asset's content (SEMANTICS.md § What albumfs
+                -- knows of each asset), and the content file's size and mtime
+                -- they were read from. month: YYYY-MM of the capture date as
+                -- written in the file, else of the modification time (local).
+                CREATE TABLE asset_facts(
+                    asset INTEGER PRIMARY KEY REFERENCES nodes(id),
+                    sha256 TEXT NOT NULL,
+                    type TEXT,
+                    kind TEXT NOT NULL,
+                    captured TEXT,
+                    month TEXT NOT NULL,
+                    width INTEGER,
+                    height INTEGER,
+                    duration REAL,
+                    location TEXT,
+                    content_id TEXT,
+                    screenshot INTEGER NOT NULL,
+                    raw INTEGER NOT NULL,
+                    data_size INTEGER NOT NULL,
+                    data_mtime INTEGER NOT NULL
+                );
+                -- Each view is served from an index (no scan per listing).
+                CREATE INDEX asset_facts_by_month ON asset_facts(month);
+                CREATE INDEX asset_facts_by_kind ON asset_facts(kind);
+                CREATE INDEX asset_facts_by_sha256 ON asset_facts(sha256);
+                CREATE INDEX asset_facts_by_content_id ON asset_facts(content_id) WHERE content_id IS NOT NULL;
+                CREATE INDEX asset_facts_screenshots ON asset_facts(asset) WHERE screenshot = 1;
+                CREATE INDEX asset_facts_raw ON asset_facts(asset) WHERE raw = 1;
+                -- Assets flagged favorite (ln into Smart Albums/Favorites).
+                CREATE TABLE favorites(asset INTEGER PRIMARY KEY REFERENCES nodes(id));
+                """)
+            // The views' fixed directories, in existing stores too, owned like the root.
+            for view in FixedNode.views {
+                try db.statement("""
+                    INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)
+                    SELECT ?1, ?2, ?3, 493, uid, gid, atime, mtime, ctime, imported FROM nodes WHERE id = ?4
+                    """).bind(.int(view.id), .int(view.kind.rawValue), .int(view.parent), .int(FixedNode.root)).run()
+                try db.statement("""
+                    INSERT INTO entries(parent, name, child) SELECT ?1, ?2, ?3 FROM nodes WHERE id = ?4
+                    """).bind(.int(view.parent), .blob(view.name), .int(view.id), .int(FixedNode.root)).run()
+            }
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.
@@ -127,16 +171,17 @@ enum Schema {
             // (An older store gets it from the migration that introduced it.)
             (FixedNode.recentlyDeleted, .recentlyDeleted, FixedNode.recentlyDeletedName),
         ]
-        for (id, kind, name) in fixed {
+        let views = FixedNode.views.map { ($0.id, $0.kind, Optional($0.name), $0.parent) }
+        for (id, kind, name, parent) in fixed.map({ ($0.0, $0.1, $0.2, FixedNode.root) }) + views {
             // 493 = 0755.
             try db.statement("""
                 INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)
                 VALUES (?1, ?2, ?3, 493, ?4, ?5, ?6, ?6, ?6, ?6)
-                """).bind(.int(id), .int(kind.rawValue), name == nil ? .null : .int(FixedNode.root),
+                """).bind(.int(id), .int(kind.rawValue), name == nil ? .null : .int(parent),
                            .int(owner.uid), .int(owner.gid), .int(now)).run()
             if let name {
                 try db.statement("INSERT INTO entries(parent, name, child) VALUES (?1, ?2, ?3)")
-                    .bind(.int(FixedNode.root), .blob(name), .int(id)).run()
+                    .bind(.int(parent), .blob(name), .int(id)).run()
             }
         }
         try db.execute("UPDATE sqlite_sequence SET seq = \(FixedNode.lastReservedID) WHERE name = 'nodes'")

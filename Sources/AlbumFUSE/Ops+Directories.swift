@@ -6,11 +6,15 @@ import Glibc
 /// photo library does not hold (symlink, mknod: EPERM).
 extension Operations {
     static func install(directories ops: inout fuse_lowlevel_ops) {
-        ops.opendir = { req, _, fi in
+        ops.opendir = { req, ino, fi in
             // The kernel may keep listings: changes made through it refresh
             // them, and the Invalidator drops those that change elsewhere.
-            fi!.pointee.cache_readdir = 1
-            fi!.pointee.keep_cache = 1
+            // A computed view's listing changes with what albumfs learns of
+            // its assets: read anew each time.
+            if !Library.isComputed(ino) {
+                fi!.pointee.cache_readdir = 1
+                fi!.pointee.keep_cache = 1
+            }
             fuse_reply_open(req, fi)
         }
         ops.readdir = { req, ino, size, offset, _ in
@@ -61,7 +65,7 @@ extension Operations {
         ops.link = { req, ino, newParent, newName in
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
-                fs.replyEntry(req, try fs.library.link(ino, into: newParent, named: name(newName)))
+                fs.replyEntry(req, try fs.library.link(ino, into: newParent, named: name(newName)), in: newParent)
             }
         }
         ops.symlink = { req, _, _, _ in fuse_reply_err(req, EPERM) }
@@ -86,7 +90,7 @@ extension FileSystem {
                 let needed = buffer.withUnsafeMutableBufferPointer { buf in
                     let start = buf.baseAddress! + used
                     if plus {
-                        var e = self.entry(for: attributes)
+                        var e = self.entry(for: attributes, in: directory)
                         return fuse_add_direntry_plus(req, start, size - used, cName, &e, off_t(cookie))
                     }
                     var s = self.stat(of: attributes)

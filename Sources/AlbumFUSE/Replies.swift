@@ -20,13 +20,18 @@ extension FileSystem {
         return s
     }
 
-    func entry(for a: Attributes) -> fuse_entry_param {
+    /// `in`: the directory that holds the name. Names in computed views
+    /// (and the views' own years, months and sets) are never cached: what
+    /// they show changes when albumfs learns more about an asset, with no
+    /// request on them to say so.
+    func entry(for a: Attributes, in directory: NodeID? = nil) -> fuse_entry_param {
         var e = fuse_entry_param()
         e.ino = a.id
         e.generation = 1
         e.attr = stat(of: a)
-        e.attr_timeout = timeouts.attributes
-        e.entry_timeout = timeouts.entry
+        let computed = directory.map(Library.isComputed) ?? false
+        e.attr_timeout = Library.isComputed(a.id) ? 0 : timeouts.attributes
+        e.entry_timeout = computed ? 0 : timeouts.entry
         return e
     }
 
@@ -41,14 +46,14 @@ extension FileSystem {
         fuse_entry_param()
     }
 
-    func replyEntry(_ req: fuse_req_t?, _ a: Attributes) {
-        var e = entry(for: a)
+    func replyEntry(_ req: fuse_req_t?, _ a: Attributes, in directory: NodeID? = nil) {
+        var e = entry(for: a, in: directory)
         fuse_reply_entry(req, &e)
     }
 
     func replyAttributes(_ req: fuse_req_t?, _ a: Attributes) {
         var s = stat(of: a)
-        fuse_reply_attr(req, &s, timeouts.attributes)
+        fuse_reply_attr(req, &s, Library.isComputed(a.id) ? 0 : timeouts.attributes)
     }
 
     func replyError(_ req: fuse_req_t?, _ error: LibraryError) {

@@ -35,6 +35,7 @@ public final class Statement {
             switch value {
             case .null: rc = sqlite3_bind_null(handle, index)
             case .int(let v): rc = sqlite3_bind_int64(handle, index, v)
+            case .double(let v): rc = sqlite3_bind_double(handle, index, v)
             case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, albumfs_sqlite_transient())
             case .blob(let bytes):
                 rc = bytes.withUnsafeBytes { raw in
@@ -89,6 +90,10 @@ public final class Statement {
     public func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
     public func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(handle, column)) }
     public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    public func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+    public func optionalInt(_ column: Int32) -> Int? { isNull(column) ? nil : int(column) }
+    public func optionalDouble(_ column: Int32) -> Double? { isNull(column) ? nil : double(column) }
+    public func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
 
     public func blob(_ column: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(handle, column))
@@ -106,6 +111,7 @@ public final class Statement {
 public enum SQLValue {
     case null
     case int(Int64)
+    case double(Double)
     case text(String)
     case blob([UInt8])
 

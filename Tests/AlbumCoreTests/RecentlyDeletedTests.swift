@@ -255,7 +255,7 @@ struct TrashTests {
         }
         let attributes = try store.library.lookup(TestStore.root, name(".Trash-1000"), by: TestStore.owner)
         #expect(attributes.kind == .trash && attributes.mode == 0o700 && attributes.uid == 1000)
-        #expect(try store.sortedNames(TestStore.root) == ["Albums", "Camera Roll", "Recently Deleted"])
+        #expect(try store.sortedNames(TestStore.root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
         #expect(try store.sortedNames(attributes.id) == ["expunged", "files", "info"])
         // Once made, every lookup finds it (the kernel's permission check keeps others out).
         #expect(try store.library.lookup(TestStore.root, name(".Trash-1000"), by: other).id == attributes.id)
@@ -443,7 +443,7 @@ struct RecentlyDeletedMigrationTests {
         try content.create(18, contents: bytes("photo"))
 
         try store.reopen()
-        #expect(try store.sortedNames(TestStore.root) == ["Albums", "Camera Roll", "Recently Deleted"])
+        #expect(try store.sortedNames(TestStore.root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
         #expect(try store.id(17, "x.jpg") == 18)
         #expect(try store.read(18) == bytes("photo"))
         #expect(try store.library.attributes(of: 18).linkCount == 2)

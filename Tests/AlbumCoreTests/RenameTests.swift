@@ -120,7 +120,7 @@ struct AlbumRenameTests {
         #expect(throws: LibraryError.notPermitted) { try store.rename(root, "Camera Roll", root, "Roll") }
         #expect(throws: LibraryError.notPermitted) { try store.rename(root, "Albums", root, "Albums2") }
         #expect(throws: LibraryError.notPermitted) { try store.rename(root, "Albums", a, "Albums") }
-        #expect(try store.sortedNames(root) == ["Albums", "Camera Roll", "Recently Deleted"])
+        #expect(try store.sortedNames(root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
     }
 }
 

@@ -46,13 +46,17 @@ final class TestStore {
         return openLibrary
     }
 
-    /// Drops the library (closing its database connection).
-    func close() { openLibrary = nil }
+    /// Drops the library (closing its database connection), once it has read
+    /// the facts of what it was given (so it closes on this thread).
+    func close() {
+        _ = openLibrary?.waitForIndexing(timeout: 10)
+        openLibrary = nil
+    }
 
     /// Closes the library and opens a new one on the same store, as a remount does.
     @discardableResult
     func reopen(owner: Caller = TestStore.owner, options: LibraryOptions? = nil) throws -> Library {
-        openLibrary = nil
+        close()
         let library = try Library(location: location, owner: owner, options: options ?? self.options)
         openLibrary = library
         return library

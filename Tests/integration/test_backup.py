@@ -1,5 +1,5 @@
-"""README "Back up and restore": `rsync -aH --delete --exclude='/Recently Deleted/' MOUNT/ BACKUP/`
-backs a library up; `rsync -aH --exclude='/Recently Deleted/' BACKUP/ MOUNT/` restores it into a
+"""README "Back up and restore": `rsync -aH --delete --exclude='/Recently Deleted/' --exclude='/By Date/'
+--exclude='/Smart Albums/' MOUNT/ BACKUP/` backs a library up; the same excludes restore it into a
 new one, equal in every way a user sees (album entries are hard links of the roll entry:
 SEMANTICS.md § Assets and entries)."""
 
@@ -11,7 +11,9 @@ import re
 
 from albumfs_testlib import payload, run, write
 
-EXCLUDE = "--exclude=/Recently Deleted/"
+# Exactly the README's excludes: what was deleted, and the computed views.
+EXCLUDE = ["--exclude=/Recently Deleted/", "--exclude=/By Date/", "--exclude=/Smart Albums/"]
+SKIPPED = {"Recently Deleted", "By Date", "Smart Albums"}
 
 
 def library_view(mp) -> tuple[dict, list]:
@@ -20,7 +22,7 @@ def library_view(mp) -> tuple[dict, list]:
     files, groups = {}, {}
     for dirpath, dirs, names in os.walk(mp):
         if dirpath == os.fspath(mp):
-            dirs[:] = [d for d in dirs if d != "Recently Deleted"]
+            dirs[:] = [d for d in dirs if d not in SKIPPED]
         for name in names:
             path = os.path.join(dirpath, name)
             st = os.lstat(path)
@@ -54,17 +56,17 @@ def test_backup_and_restore_with_rsync_hard_links(mount_factory, tmp_path):
     write(m.roll / "roll only.jpg", b"only in the roll")
     os.unlink(m.roll / "p7.jpg")   # in Recently Deleted: not part of the backup
     backup = tmp_path / "backup"
-    run(["rsync", "-aH", "--delete", EXCLUDE, f"{m.mp}/", f"{backup}/"])
-    again = run(["rsync", "-aH", "--delete", EXCLUDE, "--stats", f"{m.mp}/", f"{backup}/"], text=True).stdout
+    run(["rsync", "-aH", "--delete", *EXCLUDE, f"{m.mp}/", f"{backup}/"])
+    again = run(["rsync", "-aH", "--delete", *EXCLUDE, "--stats", f"{m.mp}/", f"{backup}/"], text=True).stdout
     assert transferred(again) == 0, "a second backup must transfer nothing"
 
     restored = mount_factory("two")
-    run(["rsync", "-aH", EXCLUDE, f"{backup}/", f"{restored.mp}/"])
+    run(["rsync", "-aH", *EXCLUDE, f"{backup}/", f"{restored.mp}/"])
     original_files, original_groups = library_view(m.mp)
     restored_files, restored_groups = library_view(restored.mp)
     assert restored_files == original_files
     assert restored_groups == original_groups
     assert len(os.listdir(restored.roll)) == len(os.listdir(m.roll)) == 8
     assert os.listdir(restored.mp / "Recently Deleted") == []
-    check = run(["rsync", "-aH", "-n", "-i", EXCLUDE, f"{backup}/", f"{restored.mp}/"], text=True).stdout
+    check = run(["rsync", "-aH", "-n", "-i", *EXCLUDE, f"{backup}/", f"{restored.mp}/"], text=True).stdout
     assert check.strip() == "", f"the restored library differs from the backup:\n{check}"

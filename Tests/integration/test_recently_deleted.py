@@ -190,12 +190,13 @@ def test_the_trash_is_never_listed_nor_backed_up(mount, tmp_path):
     assert sorted(os.listdir(trash / "info")) == ["x.jpg.trashinfo"]
     assert stat.S_IMODE(os.stat(trash).st_mode) == 0o700
     ls = run(["ls", "-a1", mount.mp], text=True).stdout.splitlines()
-    assert ".Trash-0" not in ls and sorted(ls) == [".", "..", "Albums", "Camera Roll", "Recently Deleted"]
+    assert ".Trash-0" not in ls and sorted(ls) == [".", "..", "Albums", "By Date", "Camera Roll", "Recently Deleted",
+                                                 "Smart Albums"]
     found = run(["find", mount.mp], text=True).stdout
     assert ".Trash" not in found
     out = tmp_path / "backup"
     run(["rsync", "-a", str(mount.mp) + "/", str(out) + "/"])
-    assert sorted(os.listdir(out)) == ["Albums", "Camera Roll", "Recently Deleted"]
+    assert sorted(os.listdir(out)) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"]
     du = run(["du", "-a", mount.mp], text=True).stdout
     assert ".Trash" not in du
 

@@ -1,0 +1,100 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import Synchronization
+
+/// Reads what each asset's content says about itself, in the background,
+/// and records it (SEMANTICS.md § What albumfs knows of each asset): after
+/// the last writer of an asset closes it, and at mount for every asset that
+/// has no facts yet. One serial queue at utility priority, so a copy is
+/// never slowed by more than one reader; each asset's facts are written
+/// only if its content did not change while it was read (else it is read
+/// again), in one short transaction.
+final class Indexer: Sendable {
+    private let queue = DispatchQueue(label: "albumfs.indexer", qos: .utility)
+    private let queued = Mutex<Set<NodeID>>([])
+    private let idle = DispatchGroup()
+    private let reader: any AssetFactsReader
+
+    init(reader: any AssetFactsReader) {
+        self.reader = reader
+    }
+
+    /// Reads `id` of `library` once the queue gets to it (queued once however
+    /// often it is asked for before then). The library is not kept alive by it.
+    func enqueue(_ id: NodeID, of library: Library) {
+        guard queued.withLock({ $0.insert(id).inserted }) else { return }
+        queue.async(group: idle) { [self, weak library] in
+            queued.withLock { _ = $0.remove(id) }
+            guard let library else { return }
+            if !index(id, in: library) { enqueue(id, of: library) }
+        }
+    }
+
+    /// At mount: every asset with no facts, in batches (no scan holds the lock long).
+    func indexMissing(of library: Library) {
+        queue.async(group: idle) { [self, weak library] in
+            var after: NodeID = 0
+            while let library, let batch = try? library.read({ db in try db.assetsWithoutFacts(after: after, limit: 500) }),
+                  let last = batch.last {
+                for id in batch { enqueue(id, of: library) }
+                after = last
+            }
+        }
+    }
+
+    /// Assets waiting to be read.
+    var pending: Int { queued.withLock { $0.count } }
+
+    /// Returns when nothing is waiting (or after `timeout` seconds: false).
+    func waitUntilIdle(timeout seconds: Double) -> Bool {
+        idle.wait(timeout: .now() + seconds) == .success
+    }
+
+    /// Reads one asset; false when its content changed meanwhile (read it again).
+    private func index(_ id: NodeID, in library: Library) -> Bool {
+        guard let subject = try? library.read({ db -> (Attributes, Name?)? in
+            guard let a = try db.attributes(of: id), a.kind == .asset else { return nil }
+            return (a, try db.name(of: id, in: FixedNode.cameraRoll))
+        }) else { return true }  // gone, or not an asset: nothing to do
+        guard let descriptor = try? library.content.open(id, writable: false) else { return true }
+        defer { close(descriptor) }
+        guard let before = Self.stamp(descriptor) else { return true }
+        if let recorded = try? library.read({ db in try db.factsStamp(of: id) }),
+           recorded.size == before.size, recorded.modified == before.modified { return true }
+        guard let facts = try? reader.facts(ofFileAt: descriptor) else { return true }
+        guard let after = Self.stamp(descriptor), after.size == before.size, after.modified == before.modified else { return false }
+        let (attributes, rollName) = subject
+        let month = facts.capturedMonth ?? Self.localMonth(attributes.modificationTime)
+        let screenshot = facts.isScreenshot || (facts.kind == .photo && rollName.map(ScreenshotNames.matches) == true)
+        _ = try? library.write { db in
+            guard try db.kind(of: id) == .asset else { return }
+            try db.setFacts(id, facts, month: month, screenshot: screenshot, stamp: before)
+        }
+        return true
+    }
+
+    private static func stamp(_ descriptor: Int32) -> (size: Int64, modified: Nanoseconds)? {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return nil }
+        return (Int64(info.st_size), Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+    }
+
+    /// `YYYY-MM` of a time in the daemon's local time zone.
+    static func localMonth(_ time: Nanoseconds) -> String {
+        var seconds = time_t(time / 1_000_000_000)
+        var parts = tm()
+        localtime_r(&seconds, &parts)
+        let year = Int(parts.tm_year) + 1900, month = Int(parts.tm_mon) + 1
+        return "\(year)-\(month < 10 ? "0" : "")\(month)"
+    }
+}
+
+extension Library {
+    /// Returns once every asset closed so far has its facts (false after
+    /// `timeout` seconds; true at once when nothing reads facts).
+    public func waitForIndexing(timeout seconds: Double) -> Bool {
+        indexer?.waitUntilIdle(timeout: seconds) ?? true
+    }
+}

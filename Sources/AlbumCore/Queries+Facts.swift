@@ -1,0 +1,142 @@
+import SQLiteKit
+
+/// The SQL of what albumfs knows of each asset, and of the computed views.
+/// Callers hold the library's database lock.
+extension Database {
+    // MARK: facts
+
+    func facts(of asset: NodeID) throws -> AssetFacts? {
+        try statement("""
+            SELECT sha256, type, kind, captured, width, height, duration, location, content_id, screenshot, raw
+            FROM asset_facts WHERE asset = ?1
+            """).bind(.int(asset)).first { row in
+            AssetFacts(sha256: row.text(0), type: row.optionalText(1), kind: AssetFacts.Kind(rawValue: row.text(2)) ?? .other,
+                       captured: row.optionalText(3), width: row.optionalInt(4), height: row.optionalInt(5),
+                       duration: row.optionalDouble(6), location: row.optionalText(7), contentIdentifier: row.optionalText(8),
+                       isScreenshot: row.int(9) != 0, isRaw: row.int(10) != 0)
+        }
+    }
+
+    /// The content file's (size, mtime) the facts of `asset` were read from.
+    func factsStamp(of asset: NodeID) throws -> (size: Int64, modified: Nanoseconds)? {
+        try statement("SELECT data_size, data_mtime FROM asset_facts WHERE asset = ?1")
+            .bind(.int(asset)).first { ($0.int64(0), $0.int64(1)) }
+    }
+
+    func setFacts(_ asset: NodeID, _ f: AssetFacts, month: String, screenshot: Bool, stamp: (size: Int64, modified: Nanoseconds)) throws {
+        try statement("""
+            INSERT OR REPLACE INTO asset_facts(asset, sha256, type, kind, captured, month, width, height, duration,
+                location, content_id, screenshot, raw, data_size, data_mtime)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+            """).bind(.int(asset), .text(f.sha256), f.type.map { .text($0) } ?? .null, .text(f.kind.rawValue),
+                      f.captured.map { .text($0) } ?? .null, .text(month),
+                      f.width.map { .int($0) } ?? .null, f.height.map { .int($0) } ?? .null,
+                      f.duration.map { .double($0) } ?? .null, f.location.map { .text($0) } ?? .null,
+                      f.contentIdentifier.map { .text($0) } ?? .null, .int(screenshot ? 1 : 0), .int(f.isRaw ? 1 : 0),
+                      .int(stamp.size), .int(stamp.modified)).run()
+    }
+
+    /// Assets (live or deleted) with no facts yet, in id order, after `after`.
+    func assetsWithoutFacts(after: NodeID, limit: Int) throws -> [NodeID] {
+        try statement("""
+            SELECT n.id FROM nodes n WHERE n.kind = \(NodeKind.asset.rawValue) AND n.id > ?1
+            AND NOT EXISTS (SELECT 1 FROM asset_facts f WHERE f.asset = n.id) ORDER BY n.id LIMIT ?2
+            """).bind(.int(after), .int(limit)).all { NodeID(bitPattern: $0.int64(0)) }
+    }
+
+    /// Live assets whose content has this SHA-256 (oldest import first).
+    func assets(withSHA256 sha256: String) throws -> [NodeID] {
+        try statement("""
+            SELECT f.asset FROM asset_facts f JOIN nodes n ON n.id = f.asset
+            WHERE f.sha256 = ?1 AND EXISTS (SELECT 1 FROM entries e WHERE e.child = f.asset AND e.parent = \(FixedNode.cameraRoll))
+            ORDER BY n.imported, n.id
+            """).bind(.text(sha256)).all { NodeID(bitPattern: $0.int64(0)) }
+    }
+
+    /// Every SHA-256 two or more live assets share.
+    func duplicatedSHA256s() throws -> [String] {
+        try statement("""
+            SELECT f.sha256 FROM asset_facts f
+            WHERE EXISTS (SELECT 1 FROM entries e WHERE e.child = f.asset AND e.parent = \(FixedNode.cameraRoll))
+            GROUP BY f.sha256 HAVING count(*) > 1 ORDER BY f.sha256
+            """).all { $0.text(0) }
+    }
+
+    /// Every (asset, SHA-256) on record, for `fsck --verify`.
+    func recordedSHA256s() throws -> [(NodeID, String)] {
+        try statement("SELECT asset, sha256 FROM asset_facts ORDER BY asset").all { (NodeID(bitPattern: $0.int64(0)), $0.text(1)) }
+    }
+
+    func hasFacts(sha256: String) throws -> Bool {
+        try statement("SELECT 1 FROM asset_facts WHERE sha256 = ?1 LIMIT 1").bind(.text(sha256)).first { _ in true } ?? false
+    }
+
+    // MARK: favorites
+
+    func isFavorite(_ asset: NodeID) throws -> Bool {
+        try statement("SELECT 1 FROM favorites WHERE asset = ?1").bind(.int(asset)).first { _ in true } ?? false
+    }
+
+    func setFavorite(_ asset: NodeID, _ on: Bool) throws {
+        if on {
+            try statement("INSERT OR IGNORE INTO favorites(asset) VALUES (?1)").bind(.int(asset)).run()
+        } else {
+            try statement("DELETE FROM favorites WHERE asset = ?1").bind(.int(asset)).run()
+        }
+    }
+
+    // MARK: views
+
+    /// Live assets chosen by `source` (SQL giving column `asset`, bound to
+    /// ?1 when `key` is given), under their roll names, after asset `after`.
+    func viewListing(_ source: String, key: SQLValue?, after: Int64, limit: Int) throws -> [(cookie: Int64, name: Name, attributes: Attributes)] {
+        let statement = try self.statement("""
+            SELECT v.asset, e.name, \(Self.attributeColumns)
+            FROM (\(source)) v
+            JOIN entries e ON e.child = v.asset AND e.parent = \(FixedNode.cameraRoll)
+            JOIN nodes n ON n.id = v.asset
+            WHERE v.asset > ?2 ORDER BY v.asset LIMIT ?3
+            """)
+        try statement.bind(key ?? .null, .int(after), .int(limit))
+        var rows: [(Int64, Name, Attributes)] = []
+        while try statement.step() {
+            rows.append((statement.int64(0), statement.blob(1), Self.decodeAttributes(statement, from: 2)))
+        }
+        return rows
+    }
+
+    /// The live asset whose roll name is `name`, if `source` chooses it.
+    func viewLookup(_ source: String, key: SQLValue?, name: Name) throws -> Attributes? {
+        try statement("""
+            SELECT \(Self.attributeColumns) FROM entries e JOIN nodes n ON n.id = e.child
+            WHERE e.parent = \(FixedNode.cameraRoll) AND e.name = ?2 AND e.child IN (\(source))
+            """).bind(key ?? .null, .blob(name)).first { Self.decodeAttributes($0, from: 0) }
+    }
+
+    /// The first month (YYYY-MM) in [from, to) that has a live asset: index
+    /// seeks month by month, so a listing never scans the library.
+    func firstLiveMonth(from: String, to: String) throws -> String? {
+        var from = from
+        let next = try statement("SELECT min(month) FROM asset_facts WHERE month >= ?1 AND month < ?2")
+        let live = try statement("""
+            SELECT 1 FROM asset_facts f WHERE f.month = ?1
+            AND EXISTS (SELECT 1 FROM entries e WHERE e.child = f.asset AND e.parent = \(FixedNode.cameraRoll)) LIMIT 1
+            """)
+        while let month = try next.bind(.text(from), .text(to)).first({ $0.optionalText(0) }) ?? nil {
+            if try live.bind(.text(month)).first({ _ in true }) != nil { return month }
+            from = month + "~"  // past every value of this month
+        }
+        return nil
+    }
+
+    /// Up to `limit` months in [from, to) that have live assets.
+    func liveMonths(from: String, to: String, limit: Int) throws -> [String] {
+        var months: [String] = []
+        var from = from
+        while months.count < limit, let month = try firstLiveMonth(from: from, to: to) {
+            months.append(month)
+            from = month + "~"
+        }
+        return months
+    }
+}

@@ -1,0 +1,48 @@
+import SQLiteKit
+
+/// `Smart Albums/Duplicates/H/`: one directory per set of two or more live
+/// assets with the same SHA-256, named by its first 12 hex digits.
+struct DuplicatesView: ComputedView {
+    /// The assets of the set(s) whose SHA-256 starts with ?1 (a range of the
+    /// sha256 index): only SHA-256s two live assets share, so two sets whose
+    /// hashes begin alike never mix with a single asset.
+    private static let source = """
+        SELECT asset FROM asset_facts WHERE sha256 IN (
+            SELECT f.sha256 FROM asset_facts f WHERE f.sha256 >= ?1 AND f.sha256 < ?1 || 'g'
+            AND EXISTS (SELECT 1 FROM entries e WHERE e.child = f.asset AND e.parent = \(FixedNode.cameraRoll))
+            GROUP BY f.sha256 HAVING count(*) > 1)
+        """
+
+    func serves(_ id: NodeID) -> Bool {
+        if id == FixedNode.duplicates { return true }
+        if case .duplicateSet = VirtualNode(id) { return true }
+        return false
+    }
+
+    func lookup(_ db: Database, in directory: NodeID, _ name: Name) throws -> ViewChild? {
+        if directory == FixedNode.duplicates {
+            guard let set = VirtualNode.duplicateSet(named: name), try exists(db, set) else { return nil }
+            return .directory(set)
+        }
+        guard case .duplicateSet(let prefix) = VirtualNode(directory) else { return nil }
+        return try asset(db, Self.source, key: .text(VirtualNode.hex(prefix)), named: name)
+    }
+
+    func list(_ db: Database, _ directory: NodeID, after cookie: Int64, limit: Int) throws -> [ViewEntry] {
+        if directory == FixedNode.duplicates {
+            // The cookie is the set's 48-bit prefix.
+            return try db.duplicatedSHA256s().compactMap { sha256 -> ViewEntry? in
+                guard let prefix = UInt64(sha256.prefix(12), radix: 16), Int64(prefix) > cookie else { return nil }
+                let node = VirtualNode.duplicateSet(prefix: prefix)
+                return ViewEntry(cookie: Int64(prefix), name: node.name, child: .directory(node))
+            }.prefix(limit).map { $0 }
+        }
+        guard case .duplicateSet(let prefix) = VirtualNode(directory) else { return [] }
+        return try assets(db, Self.source, key: .text(VirtualNode.hex(prefix)), after: cookie, limit: limit)
+    }
+
+    func exists(_ db: Database, _ node: VirtualNode) throws -> Bool {
+        guard case .duplicateSet(let prefix) = node else { return false }
+        return try db.viewListing(Self.source, key: .text(VirtualNode.hex(prefix)), after: 0, limit: 2).count == 2
+    }
+}
