@@ -1,0 +1,95 @@
+/// A small, bounded reader of ISO base media file format boxes (QuickTime
+/// MOV, MP4, HEIF, CR3), written by hand because no well-kept C library on
+/// Debian reads MOV metadata without decoding (libheif reads HEIF images
+/// only; ffmpeg's libavformat is a whole demuxer).
+///
+/// It reads box headers with pread and never the media data: `moov` after
+/// `mdat` costs one header read to skip. A box that claims more bytes than
+/// its parent has is cut at the parent's end (a truncated file still yields
+/// what is there); a size smaller than its header ends that level (it could
+/// only loop). `size == 1` takes the 64-bit size, `size == 0` runs to the
+/// end of the parent. Depth, box count and leaf sizes are capped.
+struct BoxReader {
+    struct Box {
+        var type: String
+        /// The type as a number: `ilst` items are named by a key index.
+        var code: UInt32
+        /// Where the box starts and where its payload starts and ends.
+        var start: Int64
+        var payload: Int64
+        var end: Int64
+    }
+
+    static let maximumDepth = 8
+    static let maximumBoxes = 10_000
+
+    let input: FileInput
+    private(set) var visited = 0
+
+    init(_ input: FileInput) { self.input = input }
+
+    /// The boxes directly inside `start..<end`, in order.
+    mutating func children(from start: Int64, to end: Int64) throws(MediaReadError) -> [Box] {
+        var boxes: [Box] = []
+        var offset = start
+        while offset + 8 <= end, visited < Self.maximumBoxes {
+            visited += 1
+            let header = Bytes(try input.read(at: offset, count: 16))
+            guard let size32 = header.u32(0), let code = header.u32(4), let type = header.fourCC(4) else { break }
+            var headerSize: Int64 = 8
+            var size = Int64(size32)
+            if size32 == 1 {
+                guard let size64 = header.u64(8) else { break }
+                headerSize = 16
+                size = size64 > UInt64(Int64.max) ? Int64.max : Int64(size64)
+            } else if size32 == 0 {
+                size = end - offset
+            }
+            guard size >= headerSize else { break }
+            let boxEnd = size > end - offset ? end : offset + size
+            boxes.append(Box(type: type, code: code, start: offset, payload: offset + headerSize, end: boxEnd))
+            offset = boxEnd
+        }
+        return boxes
+    }
+
+    /// A box's payload, or nil when it is larger than `limit`.
+    func payload(of box: Box, limit: Int) throws(MediaReadError) -> Bytes? {
+        let length = box.end - box.payload
+        guard length >= 0, length <= Int64(limit) else { return nil }
+        return Bytes(try input.read(at: box.payload, count: Int(length)))
+    }
+}
+
+/// `ftyp`: the major brand and the compatible brands, from the first bytes.
+struct FileTypeBox {
+    var major: String
+    var compatible: [String]
+
+    init?(_ prefix: Bytes) {
+        guard prefix.fourCC(4) == "ftyp", let size = prefix.u32(0), size >= 16,
+              let major = prefix.fourCC(8) else { return nil }
+        self.major = major
+        var brands: [String] = []
+        var at = 16
+        while at + 4 <= Int(min(size, 4096)), let brand = prefix.fourCC(at) {
+            brands.append(brand)
+            at += 4
+        }
+        compatible = brands
+    }
+
+    var brands: [String] { [major] + compatible }
+
+    /// A still image: HEIF, HEIC, AVIF (read with libheif).
+    var isStillImage: Bool {
+        let still: Set<String> = ["heic", "heix", "heim", "heis", "mif1", "mif2", "avif", "avci", "jpeg", "heif"]
+        let sequence: Set<String> = ["msf1", "hevc", "hevx", "avis"]
+        return still.contains(major) || (sequence.contains(major) == false && major != "qt  "
+            && !brands.contains { ["isom", "mp41", "mp42", "qt  ", "M4V ", "3gp4", "3gp5", "crx "].contains($0) }
+            && brands.contains { still.contains($0) })
+    }
+
+    /// Canon's CR3 raw.
+    var isCanonRaw: Bool { major == "crx " }
+}
