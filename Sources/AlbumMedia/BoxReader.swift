@@ -18,6 +18,9 @@ struct BoxReader {
         var start: Int64
         var payload: Int64
         var end: Int64
+        /// The box claimed more bytes than its parent (or the file) has.
+        /// A cut container is still walked; a cut leaf is not read.
+        var isCut: Bool
     }
 
     static let maximumDepth = 8
@@ -46,18 +49,20 @@ struct BoxReader {
                 size = end - offset
             }
             guard size >= headerSize else { break }
-            let boxEnd = size > end - offset ? end : offset + size
-            boxes.append(Box(type: type, code: code, start: offset, payload: offset + headerSize, end: boxEnd))
+            let isCut = size > end - offset
+            let boxEnd = isCut ? end : offset + size
+            boxes.append(Box(type: type, code: code, start: offset, payload: offset + headerSize, end: boxEnd, isCut: isCut))
             offset = boxEnd
         }
         return boxes
     }
 
-    /// A box's payload, or nil when it is larger than `limit`.
+    /// A leaf box's payload; nil when it is cut short or larger than `limit`.
     func payload(of box: Box, limit: Int) throws(MediaReadError) -> Bytes? {
         let length = box.end - box.payload
-        guard length >= 0, length <= Int64(limit) else { return nil }
-        return Bytes(try input.read(at: box.payload, count: Int(length)))
+        guard !box.isCut, length >= 0, length <= Int64(limit) else { return nil }
+        let bytes = try input.read(at: box.payload, count: Int(length))
+        return bytes.count == Int(length) ? Bytes(bytes) : nil
     }
 }
 

@@ -30,6 +30,7 @@ enum JPEGReader {
             switch marker {
             case 0xE1:
                 let payload = try input.read(at: payloadStart, count: payloadLength)
+                guard payload.count == payloadLength else { break }  // cut short: not read
                 if facts.exif == nil, payload.starts(with: ExifReader.header) {
                     facts.exif = ExifReader.read(payload[...])
                 } else if payload.starts(with: XMP.jpegSignature) {
@@ -72,11 +73,12 @@ enum PNGReader {
                     facts.height = Int(h)
                 }
             case "eXIf" where length <= chunkLimit:
-                facts.exif = ExifReader.read(try input.read(at: data, count: Int(length))[...])
+                let p = try input.read(at: data, count: Int(length))
+                if p.count == Int(length) { facts.exif = ExifReader.read(p[...]) }
             case "iTXt" where length <= chunkLimit:
                 // keyword NUL, compression flag, method, language NUL, translated NUL, text
                 let p = try input.read(at: data, count: Int(length))
-                if p.starts(with: Array("XML:com.adobe.xmp\0".utf8)), p.count > 18, p[18] == 0 {
+                if p.count == Int(length), p.starts(with: Array("XML:com.adobe.xmp\0".utf8)), p.count > 18, p[18] == 0 {
                     facts.xmpScreenshot = facts.xmpScreenshot || XMP.saysScreenshot(p[...])
                 }
             case "IEND": return facts
