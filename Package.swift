@@ -45,6 +45,8 @@ let package = Package(
         // What a file says about itself: SHA-256, MIME type, capture date,
         // size, place, Live Photo id. Pure: no store, no FUSE.
         .target(name: "AlbumMedia", dependencies: ["CMagic", "CExif", "CHeif", "CCrypto"]),
+        // A developer's tool over AlbumMedia: facts as JSON, a benchmark, the fuzz loop.
+        .executableTarget(name: "mediaprobe", dependencies: ["AlbumMedia"]),
         // A small SQLite wrapper with no domain words in it.
         .target(name: "SQLiteKit", dependencies: ["CSQLite3"]),
         // The library model and the on-disk store. No FUSE: testable alone.
