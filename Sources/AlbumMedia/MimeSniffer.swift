@@ -42,6 +42,14 @@ enum MimeSniffer {
             return String(cString: text)
         }
         guard let answer, !answer.isEmpty, answer.contains("/") else { return nil }
-        return answer
+        return registered[answer] ?? answer
     }
+
+    /// libmagic's older `x-` names for types that have a registered one
+    /// (the one exiftool and browsers use).
+    static let registered = [
+        "audio/x-m4a": "audio/mp4",
+        "audio/x-flac": "audio/flac",
+        "image/x-ms-bmp": "image/bmp",
+    ]
 }

@@ -45,7 +45,7 @@ struct HostileInputTests {
     }
 
     @Test("truncated at many cut points: fewer facts, the hash of what is there",
-          arguments: ["live.jpg", "live.mov", "clip.mp4", "photo.heic", "raw.dng", "screenshot.png"])
+          arguments: ["live.jpg", "live.mov", "clip.mp4", "photo.heic", "live2.heic", "raw.dng", "screenshot.png", "screenshot-xmp.png", "sound.m4a"])
     func truncated(name: String) throws {
         let media = try MediaFixtures.get()
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: media.directory + "/" + name)))

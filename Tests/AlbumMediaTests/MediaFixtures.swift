@@ -65,7 +65,8 @@ enum MediaFixtures {
     /// tests, they do not skip them.
     static func get() throws -> Made { try made.get() }
 
-    static let names = ["live.jpg", "live.mov", "clip.mp4", "photo.heic", "raw.dng", "screenshot.png", "nodate.jpg", "notes.txt"]
+    static let names = ["live.jpg", "live.mov", "clip.mp4", "photo.heic", "live2.heic", "live2.mov", "raw.dng",
+                        "screenshot.png", "screenshot-xmp.png", "sound.m4a", "nodate.jpg", "notes.txt"]
 }
 
 struct MediaFixtureError: Error, CustomStringConvertible {

@@ -76,3 +76,21 @@ struct MediaReaderTests {
         #expect(facts.captured == nil && facts.width == nil && facts.duration == nil)
     }
 }
+
+@Suite("MediaReader from many threads at once")
+struct ConcurrentReadTests {
+    @Test("eight threads reading every file give what one thread gives")
+    func concurrentReads() async throws {
+        let media = try MediaFixtures.get()
+        let paths = MediaFixtures.names.map { media.directory + "/" + $0 }
+        let alone = try paths.map { try MediaReader.read(path: $0) }
+        try await withThrowingTaskGroup(of: [MediaFacts].self) { group in
+            for _ in 0..<8 {
+                group.addTask { try (0..<10).flatMap { _ in try paths.map { try MediaReader.read(path: $0) } } }
+            }
+            for try await results in group {
+                #expect(results == Array((0..<10).flatMap { _ in alone }))
+            }
+        }
+    }
+}
