@@ -32,30 +32,37 @@ enum HEIFReader {
         reader.get_position = { userdata in
             Unmanaged<Source>.fromOpaque(userdata!).takeUnretainedValue().position
         }
+        // libheif 1.15 asserts (aborts the process) when a seek or read it
+        // was told it could make fails (box.cc, Box_iloc::read_data, found
+        // by the fuzz loop: an iloc extent whose offset + length wraps). So
+        // these never fail: a read outside the file, past the read budget or
+        // after an I/O error gets zeros (libheif then finds no valid data),
+        // and the I/O error is thrown once libheif returns.
         reader.read = { data, size, userdata in
             let source = Unmanaged<Source>.fromOpaque(userdata!).takeUnretainedValue()
-            guard let data, source.failure == nil, Int64(size) <= HEIFReader.readLimit - source.delivered,
-                  source.position + Int64(size) <= source.input.size else { return 1 }
-            do throws(MediaReadError) {
-                let got = try source.input.readFully(into: UnsafeMutableRawBufferPointer(start: data, count: size), at: source.position)
-                guard got == size else { return 1 }
-            } catch {
-                source.failure = error
-                return 1
+            guard let data else { return 0 }
+            let buffer = UnsafeMutableRawBufferPointer(start: data, count: size)
+            var got = 0
+            if source.failure == nil, source.position >= 0, source.position < source.input.size,
+               Int64(size) <= HEIFReader.readLimit - source.delivered {
+                do throws(MediaReadError) {
+                    got = try source.input.readFully(into: buffer, at: source.position)
+                } catch {
+                    source.failure = error
+                }
             }
-            source.position += Int64(size)
-            source.delivered += Int64(size)
+            if got < size { buffer[got...].initializeMemory(as: UInt8.self, repeating: 0) }
+            source.position = source.position.addingReportingOverflow(Int64(size)).overflow ? .max : source.position + Int64(size)
+            source.delivered += Int64(got)
             return 0
         }
         reader.seek = { position, userdata in
-            let source = Unmanaged<Source>.fromOpaque(userdata!).takeUnretainedValue()
-            guard position >= 0, position <= source.input.size else { return 1 }
-            source.position = position
+            Unmanaged<Source>.fromOpaque(userdata!).takeUnretainedValue().position = position
             return 0
         }
         reader.wait_for_file_size = { target, userdata in
             let source = Unmanaged<Source>.fromOpaque(userdata!).takeUnretainedValue()
-            return target <= source.input.size ? heif_reader_grow_status_size_reached : heif_reader_grow_status_size_beyond_eof
+            return target >= 0 && target <= source.input.size ? heif_reader_grow_status_size_reached : heif_reader_grow_status_size_beyond_eof
         }
 
         guard let context = heif_context_alloc() else { return facts }

@@ -100,6 +100,30 @@ struct HostileInputTests {
         }
     }
 
+    @Test("HEIC item boxes that lie (iloc extents that wrap or run to the end …): libheif never aborts",
+          arguments: ["photo.heic", "live2.heic"])
+    func lyingHEIFItems(name: String) throws {
+        // libheif 1.15 asserts when a read it was promised fails: the fuzz
+        // loop found an iloc extent length of 0 ("to the end of the file").
+        let media = try MediaFixtures.get()
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: media.directory + "/" + name)))
+        let scratch = Scratch()
+        var tried = 0
+        for box in ["iloc", "pitm", "iinf", "infe", "ipma", "ispe", "iref", "idat"] {
+            guard let at = bytes.firstRange(of: Array(box.utf8))?.lowerBound else { continue }
+            for position in stride(from: at - 4, to: min(bytes.count - 4, at + 64), by: 1) {
+                for value: [UInt8] in [[0, 0, 0, 0], [0xFF, 0xFF, 0xFF, 0xFF], [0x7F, 0xFF, 0xFF, 0xFF], [0x80, 0, 0, 0], [0, 0, 0x10, 0]] {
+                    var mutant = bytes
+                    mutant.replaceSubrange(position..<position + 4, with: value)
+                    let facts = try MediaReader.read(path: try scratch.write(mutant))
+                    #expect(facts.sha256.count == 64)
+                    tried += 1
+                }
+            }
+        }
+        #expect(tried > 500)
+    }
+
     // MARK: - ISO-BMFF boxes that lie
 
     @Test("moov after mdat, with a 64-bit mdat size")
