@@ -86,13 +86,16 @@ struct FileTypeBox {
 
     var brands: [String] { [major] + compatible }
 
-    /// A still image: HEIF, HEIC, AVIF (read with libheif).
+    static let stillBrands: Set<String> = ["heic", "heix", "heim", "heis", "mif1", "mif2", "miaf", "avif", "avci", "heif"]
+    static let movieBrands: Set<String> = ["qt  ", "isom", "iso2", "mp41", "mp42", "M4V ", "M4A ", "3gp4", "3gp5", "3g2a",
+                                           "avc1", "msf1", "hevc", "hevx", "avis", "crx "]
+
+    /// A still image: HEIF, HEIC, AVIF (read with libheif). An image
+    /// sequence or a movie that also lists a still brand is a movie.
     var isStillImage: Bool {
-        let still: Set<String> = ["heic", "heix", "heim", "heis", "mif1", "mif2", "avif", "avci", "jpeg", "heif"]
-        let sequence: Set<String> = ["msf1", "hevc", "hevx", "avis"]
-        return still.contains(major) || (sequence.contains(major) == false && major != "qt  "
-            && !brands.contains { ["isom", "mp41", "mp42", "qt  ", "M4V ", "3gp4", "3gp5", "crx "].contains($0) }
-            && brands.contains { still.contains($0) })
+        if Self.stillBrands.contains(major) { return true }
+        if Self.movieBrands.contains(major) { return false }
+        return compatible.contains(where: Self.stillBrands.contains) && !compatible.contains(where: Self.movieBrands.contains)
     }
 
     /// Canon's CR3 raw.

@@ -57,7 +57,8 @@ struct MovieReader {
             if duration == UInt64(UInt32.max) { return }
         }
         facts.created = created.flatMap(CaptureDate.quickTime)
-        if let timescale, timescale > 0, let duration {
+        // 0 is "unknown" too (a fragmented MP4 keeps its length in the fragments).
+        if let timescale, timescale > 0, let duration, duration > 0 {
             facts.duration = Double(duration) / Double(timescale)
         }
     }

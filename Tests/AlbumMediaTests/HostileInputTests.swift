@@ -207,6 +207,23 @@ struct HostileInputTests {
         #expect(CaptureDate.quickTime(2_082_844_800 + 1_563_089_400) == "2019-07-14T07:30:00Z")
     }
 
+    @Test("ftyp brands: HEIC, AVIF and a bare mif1 are stills; a HEIF sequence, MP4, MOV and CR3 are not")
+    func brands() {
+        func still(_ major: String, _ compatible: [String]) -> Bool? {
+            let bytes = Box.box("ftyp", Array(major.utf8) + [0, 0, 0, 0] + compatible.flatMap { Array($0.utf8) })
+            return FileTypeBox(Bytes(bytes)).map(\.isStillImage)
+        }
+        #expect(still("heic", ["mif1", "heic"]) == true)
+        #expect(still("avif", ["avif", "mif1", "miaf"]) == true)
+        #expect(still("abcd", ["mif1"]) == true)
+        #expect(still("msf1", ["msf1", "hevc", "mif1"]) == false)
+        #expect(still("isom", ["isom", "mif1"]) == false)
+        #expect(still("qt  ", ["qt  "]) == false)
+        #expect(still("abcd", ["mif1", "isom"]) == false)
+        #expect(FileTypeBox(Bytes(Box.box("ftyp", Array("crx ".utf8) + [0, 0, 0, 1])))?.isCanonRaw == true)
+        #expect(FileTypeBox(Bytes(Array("ftyp".utf8))) == nil)
+    }
+
     @Test("places: ISO 6709 in, four decimals out; out of range is no place")
     func places() {
         #expect(ISO6709.normalise("+48.8584+002.2945+035.000/") == "+48.8584+002.2945/")
