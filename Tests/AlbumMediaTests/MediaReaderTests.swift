@@ -64,6 +64,16 @@ struct MediaReaderTests {
         #expect(throws: MediaReadError(code: EINVAL, operation: "not a regular file")) { try MediaReader.read(path: fifo) }
     }
 
+    @Test("a failing pread is thrown with its errno, not taken for the end of the file")
+    func readErrorThrown() throws {
+        let media = try MediaFixtures.get()
+        let fd = open(media.directory + "/live.jpg", O_WRONLY)  // pread on it: EBADF
+        try #require(fd >= 0)
+        defer { close(fd) }
+        #expect(throws: MediaReadError(code: EBADF, operation: "pread")) { try MediaReader.read(fileDescriptor: fd) }
+        #expect(throws: MediaReadError(code: EBADF, operation: "pread")) { try MediaReader.hashOnly(fileDescriptor: fd) }
+    }
+
     @Test("an empty file has the SHA-256 of nothing and no other facts")
     func emptyFile() throws {
         let path = NSTemporaryDirectory() + "albumfs-media-empty-\(getpid())"
