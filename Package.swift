@@ -22,6 +22,31 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        .systemLibrary(
+            name: "CMagic",
+            pkgConfig: "libmagic",
+            providers: [.apt(["libmagic-dev"])]
+        ),
+        .systemLibrary(
+            name: "CExif",
+            pkgConfig: "libexif",
+            providers: [.apt(["libexif-dev"])]
+        ),
+        .systemLibrary(
+            name: "CHeif",
+            pkgConfig: "libheif",
+            providers: [.apt(["libheif-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // What a file says about itself: SHA-256, MIME type, capture date,
+        // size, place, Live Photo id. Pure: no store, no FUSE.
+        .target(name: "AlbumMedia", dependencies: ["CMagic", "CExif", "CHeif", "CCrypto"]),
+        // A developer's tool over AlbumMedia: facts as JSON, a benchmark, the fuzz loop.
+        .executableTarget(name: "mediaprobe", dependencies: ["AlbumMedia"]),
         // A small SQLite wrapper with no domain words in it.
         .target(name: "SQLiteKit", dependencies: ["CSQLite3"]),
         // The library model and the on-disk store. No FUSE: testable alone.
@@ -32,5 +57,6 @@ let package = Package(
         .executableTarget(name: "albumfs", dependencies: ["AlbumCore", "AlbumFUSE", "CSystemd"]),
         .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit"]),
         .testTarget(name: "AlbumCoreTests", dependencies: ["AlbumCore", "SQLiteKit"]),
+        .testTarget(name: "AlbumMediaTests", dependencies: ["AlbumMedia"]),
     ]
 )

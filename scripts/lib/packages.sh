@@ -1,9 +1,9 @@
 # Debian packages albumfs needs to build, mount and test, and how to get them.
 # Sourced by scripts/run and scripts/test.
 
-ALBUMFS_PACKAGES=(libfuse3-dev fuse3 libsqlite3-dev libsystemd-dev pkg-config rsync attr psmisc util-linux)
-# For the tests: GIO's gio tool and GVfs's trash backend (the trash), vim (side files), samba and smbclient (the share), man-db and systemd (the installed man page and units).
-ALBUMFS_TEST_PACKAGES=(libglib2.0-bin gvfs gvfs-daemons dbus vim samba smbclient man-db systemd)
+ALBUMFS_PACKAGES=(libfuse3-dev fuse3 libsqlite3-dev libsystemd-dev libmagic-dev libexif-dev libheif-dev libssl-dev pkg-config rsync attr psmisc util-linux)
+# For the tests: the media tools that make the test photos and videos (ImageMagick, exiftool, heif-enc, ffmpeg/ffprobe); GIO's gio tool and GVfs's trash backend (the trash), vim (side files), samba and smbclient (the share), man-db and systemd (the installed man page and units).
+ALBUMFS_TEST_PACKAGES=(imagemagick libimage-exiftool-perl libheif-examples ffmpeg libglib2.0-bin gvfs gvfs-daemons dbus vim samba smbclient man-db systemd)
 
 # Installs whatever is missing when root; otherwise prints the one command to run.
 # ensure_packages [EXTRA…]: ALBUMFS_PACKAGES and the extra ones.

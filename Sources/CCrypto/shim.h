@@ -1,0 +1,2 @@
+// libcrypto (OpenSSL): SHA-256 through the EVP digest interface.
+#include <openssl/evp.h>
