@@ -54,7 +54,7 @@ let package = Package(
         // The thin FUSE low-level adapter over AlbumCore.
         .target(name: "AlbumFUSE", dependencies: ["AlbumCore", "CFuse3"]),
         // The command-line entry point: one type per subcommand.
-        .executableTarget(name: "albumfs", dependencies: ["AlbumCore", "AlbumFUSE", "CSystemd"]),
+        .executableTarget(name: "albumfs", dependencies: ["AlbumCore", "AlbumFUSE", "AlbumMedia", "CSystemd"]),
         .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit"]),
         .testTarget(name: "AlbumCoreTests", dependencies: ["AlbumCore", "SQLiteKit"]),
         .testTarget(name: "AlbumMediaTests", dependencies: ["AlbumMedia"]),

@@ -61,8 +61,6 @@ final class Indexer: Sendable {
         guard let descriptor = try? library.content.open(id, writable: false) else { return true }
         defer { close(descriptor) }
         guard let before = Self.stamp(descriptor) else { return true }
-        if let recorded = try? library.read({ db in try db.factsStamp(of: id) }),
-           recorded.size == before.size, recorded.modified == before.modified { return true }
         guard let facts = try? reader.facts(ofFileAt: descriptor) else { return true }
         guard let after = Self.stamp(descriptor), after.size == before.size, after.modified == before.modified else { return false }
         let (attributes, rollName) = subject

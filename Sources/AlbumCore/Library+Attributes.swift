@@ -68,7 +68,13 @@ extension Library {
             openFiles.replace(with: result, held)
             if changes.size != nil { openFiles.pin(result, held) }
         })
-        guard let size = changes.size else { return result }
+        // A new size or modification time may change what the asset shows
+        // (its data; the month of an asset with no capture date).
+        let reread = result.kind == .asset && (changes.size != nil || changes.modificationTime != nil)
+        guard let size = changes.size else {
+            if reread { indexer?.enqueue(id, of: self) }
+            return result
+        }
         try pausePoints.reached(.setAttributesBeforeCut)
         do {
             try content.truncate(id, to: size)
@@ -78,6 +84,7 @@ extension Library {
             throw error
         }
         try unpin(id)
+        if reread { indexer?.enqueue(id, of: self) }
         return result
     }
 

@@ -9,6 +9,8 @@ extension Library {
     static let favoriteAttribute: Name = Array("user.albumfs.favorite".utf8)
     /// On the root: how many assets wait to be read (0: every fact is computed).
     static let indexingAttribute: Name = Array("user.albumfs.indexing".utf8)
+    /// Set on a duplicate set's directory: merges the set (Library.mergeDuplicates).
+    public static let mergeAttribute: Name = Array("user.albumfs.merge".utf8)
 
     /// The `user.albumfs.*` attributes read from an asset's facts.
     enum FactAttribute: String {

@@ -17,12 +17,6 @@ extension Database {
         }
     }
 
-    /// The content file's (size, mtime) the facts of `asset` were read from.
-    func factsStamp(of asset: NodeID) throws -> (size: Int64, modified: Nanoseconds)? {
-        try statement("SELECT data_size, data_mtime FROM asset_facts WHERE asset = ?1")
-            .bind(.int(asset)).first { ($0.int64(0), $0.int64(1)) }
-    }
-
     func setFacts(_ asset: NodeID, _ f: AssetFacts, month: String, screenshot: Bool, stamp: (size: Int64, modified: Nanoseconds)) throws {
         try statement("""
             INSERT OR REPLACE INTO asset_facts(asset, sha256, type, kind, captured, month, width, height, duration,

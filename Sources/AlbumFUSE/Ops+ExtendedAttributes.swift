@@ -25,7 +25,11 @@ extension Operations {
                 let bytes = size == 0 ? [] : Array(UnsafeRawBufferPointer(start: value, count: size))
                 let mode: Library.SetMode = flags & xattrCreate != 0 ? .createOnly
                     : flags & xattrReplace != 0 ? .replaceOnly : .createOrReplace
-                try fs.library.setExtendedAttribute(ino, name(rawName), bytes, mode: mode)
+                if name(rawName) == Library.mergeAttribute {
+                    fs.invalidator.beforeReply(try fs.library.mergeDuplicates(shownIn: ino, by: caller(req)).1)
+                } else {
+                    try fs.library.setExtendedAttribute(ino, name(rawName), bytes, mode: mode)
+                }
                 fuse_reply_err(req, 0)
             }
         }

@@ -10,7 +10,8 @@ enum CommandLineInterface {
         usage: albumfs mount [--store DIR] [--create] [-f] [-d] [-s] [-o OPT[,OPT…]] MOUNTPOINT
                albumfs STORE MOUNTPOINT [-o OPT[,OPT…]]     (the form mount.fuse3 uses)
                albumfs init [DIR]
-               albumfs fsck [--store DIR] [--repair]
+               albumfs fsck [--store DIR] [--repair] [--verify]
+               albumfs dedupe [--dry-run] [--store DIR | MOUNTPOINT]
                albumfs stats [--json] [--store DIR | MOUNTPOINT]
                albumfs unmount MOUNTPOINT
                albumfs --help | --version
@@ -39,6 +40,8 @@ enum CommandLineInterface {
                 return try InitCommand(parsing: Array(arguments.dropFirst())).run()
             case "fsck":
                 return try FsckCommand(parsing: Array(arguments.dropFirst())).run()
+            case "dedupe":
+                return try DedupeCommand(parsing: Array(arguments.dropFirst())).run()
             case "stats":
                 return try StatsCommand(parsing: Array(arguments.dropFirst())).run()
             case "unmount", "umount":

@@ -1,18 +1,23 @@
 import AlbumCore
 import AlbumFUSE
+import Glibc
 
-/// `albumfs fsck [--store DIR] [--repair]`: exit 0 when consistent, 1 when
-/// problems were found (and, with --repair, fixed where no data is lost),
-/// 2 when the check could not run.
+/// `albumfs fsck [--store DIR] [--repair] [--verify]`: exit 0 when
+/// consistent, 1 when problems were found (and, with --repair, fixed where
+/// no data is lost), 2 when the check could not run. `--verify` also
+/// re-reads every content file against its recorded SHA-256 (bit rot),
+/// changing nothing; without it fsck reads no file data (O(m+n)).
 struct FsckCommand {
     var store: String?
     var repair = false
+    var verify = false
 
     init(parsing arguments: [String]) throws(CommandFailure) {
         var reader = ArgumentReader(arguments)
         while let argument = reader.next() {
             switch argument {
             case "--repair": repair = true
+            case "--verify": verify = true
             case _ where argument.hasPrefix("--store"): store = try reader.value(of: "--store", in: argument)
             default: throw .usage("unknown fsck argument \(argument)")
             }
@@ -31,11 +36,36 @@ struct FsckCommand {
             let action = problem.repair.map { (repair ? "repaired: " : "would ") + $0 } ?? "not repaired: \(problem.whyNotRepaired ?? "it cannot be repaired without losing data")"
             print("\(problem.description) — \(action)")
         }
-        if problems.isEmpty {
-            print("\(location.root): consistent")
+        let mismatches = verify ? try verifyContent(location) : []
+        for mismatch in mismatches { print(mismatch.description) }
+        let count = problems.count + mismatches.count
+        if count == 0 {
+            print("\(location.root): consistent\(verify ? ", every content file matches its SHA-256" : "")")
             return ExitCode.success.rawValue
         }
-        print("\(location.root): \(problems.count) problem\(problems.count == 1 ? "" : "s") found")
+        print("\(location.root): \(count) problem\(count == 1 ? "" : "s") found")
         return ExitCode.problemsFound.rawValue
     }
+
+    /// Every content file against its SHA-256, with a progress line on a terminal.
+    private func verifyContent(_ location: StoreLocation) throws(CommandFailure) -> [ContentVerifier.Mismatch] {
+        let onTerminal = isatty(STDERR_FILENO) == 1
+        do throws(LibraryError) {
+            let mismatches = try ContentVerifier(location: location, reader: MediaFactsReader()).verify { done, total, bytes in
+                guard onTerminal else { return }
+                toStandardError("\rverifying: \(done)/\(total) files, \(bytes / 1_048_576) MiB")
+                if done == total { toStandardError("\n") }
+            }
+            if !onTerminal { toStandardError("verified every recorded SHA-256: \(mismatches.count) mismatch\(mismatches.count == 1 ? "" : "es")\n") }
+            return mismatches
+        } catch {
+            throw CommandFailure(.usage, describe(error))
+        }
+    }
+}
+
+/// Writes `text` to standard error as it is (progress lines).
+func toStandardError(_ text: String) {
+    var bytes = Array(text.utf8)
+    _ = bytes.withUnsafeMutableBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
 }

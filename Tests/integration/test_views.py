@@ -1,0 +1,209 @@
+"""SEMANTICS.md § What albumfs knows of each asset, and the computed views, on real mounts with
+media made by real tools (Tests/media/make-media: ImageMagick, exiftool, heif-enc, ffmpeg), the
+expected values from exiftool, ffprobe and sha256sum. Facts are computed after close(): the
+tests poll for them (the contract says "within a few seconds"), bounded; nothing else waits."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from albumfs_testlib import ALBUMFS, expect_errno, ino, nlink, run
+
+MAKE_MEDIA = Path(__file__).resolve().parent.parent / "media" / "make-media"
+FACTS_WITHIN = 20.0   # seconds: "within a few seconds of close()", with room for a loaded CI machine
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("media")
+    subprocess.run([str(MAKE_MEDIA), str(out)], check=True, stdout=subprocess.DEVNULL, timeout=300)
+    return out, json.loads((out / "expected.json").read_text())
+
+
+def fact(path, name: str) -> str | None:
+    try:
+        return os.getxattr(path, f"user.albumfs.{name}").decode()
+    except OSError as e:
+        if e.errno == errno.ENODATA:
+            return None
+        raise
+
+
+def wait_for_facts(paths, sha256s=None) -> None:
+    """Polls until every path has its sha256 (the expected one, when given): eventual by contract."""
+    deadline = time.monotonic() + FACTS_WITHIN
+    for i, path in enumerate(paths):
+        while True:
+            value = fact(path, "sha256")
+            if value is not None and (sha256s is None or value == sha256s[i]):
+                break
+            assert time.monotonic() < deadline, f"no facts for {path} {FACTS_WITHIN} s after close()"
+            time.sleep(0.05)
+
+
+def copy_media(media_dir: Path, names, target: Path) -> list[Path]:
+    copied = []
+    for name in names:
+        shutil.copyfile(media_dir / name, target / name)
+        copied.append(target / name)
+    return copied
+
+
+def number(text):
+    return None if text is None else float(text)
+
+
+def test_attributes_equal_what_exiftool_ffprobe_and_sha256sum_say(mount, media):
+    """Item 1: type, kind, captured, width, height, duration, location, sha256 of each file."""
+    media_dir, expected = media
+    names = sorted(expected)
+    paths = copy_media(media_dir, names, mount.roll)
+    wait_for_facts(paths, [expected[n]["sha256"] for n in names])
+    for name, path in zip(names, paths):
+        e = expected[name]
+        got = {k: fact(path, k) for k in ("type", "kind", "captured", "width", "height", "location", "sha256")}
+        want = {"type": e["type"], "kind": e["kind"], "captured": e["captured"],
+                "width": None if e["width"] is None else str(e["width"]),
+                "height": None if e["height"] is None else str(e["height"]),
+                "location": e["location"], "sha256": e["sha256"]}
+        assert got == want, name
+        if e["duration"] is None:
+            assert fact(path, "duration") is None, name
+        else:
+            assert number(fact(path, "duration")) == pytest.approx(e["duration"], abs=0.01), name
+        assert fact(path, "id") == str(os.stat(path).st_ino)
+
+
+def test_a_file_rewritten_in_place_gets_new_values(mount, media):
+    media_dir, expected = media
+    target = mount.roll / "x.jpg"
+    shutil.copyfile(media_dir / "live.jpg", target)
+    wait_for_facts([target], [expected["live.jpg"]["sha256"]])
+    with open(media_dir / "nodate.jpg", "rb") as src, open(target, "r+b") as dst:
+        dst.truncate(0)
+        dst.write(src.read())
+    wait_for_facts([target], [expected["nodate.jpg"]["sha256"]])
+    assert fact(target, "captured") is None
+    assert fact(target, "width") == str(expected["nodate.jpg"]["width"])
+
+
+def test_by_date_uses_the_photos_own_date_in_any_daemon_time_zone(mount_factory, media):
+    """Item 2: the JPEG captured 2019-07-14T09:30+02:00 is in By Date/2019/2019-07 with the daemon
+    in New York; a file with no date sits under its modification month (the daemon's local time:
+    2020-03-01T02:00Z is still February in New York)."""
+    media_dir, expected = media
+    m = mount_factory("ny", env={"TZ": "America/New_York"})
+    dated, undated = copy_media(media_dir, ["live.jpg", "notes.txt"], m.roll)
+    os.utime(undated, (1583028000, 1583028000))   # 2020-03-01T02:00:00Z
+    wait_for_facts([dated, undated])
+    month = m.mp / "By Date" / "2019" / "2019-07"
+    assert os.listdir(month) == ["live.jpg"]
+    assert ino(month / "live.jpg") == ino(dated)
+    deadline = time.monotonic() + FACTS_WITHIN   # the new mtime is read again after the utime
+    while "notes.txt" not in (os.listdir(m.mp / "By Date" / "2020" / "2020-02") if (m.mp / "By Date" / "2020" / "2020-02").exists() else []):
+        assert time.monotonic() < deadline, os.listdir(m.mp / "By Date")
+        time.sleep(0.05)
+    assert sorted(os.listdir(m.mp / "By Date")) == ["2019", "2020"]
+    assert os.listdir(m.mp / "By Date" / "2020") == ["2020-02"]
+
+
+def test_smart_albums_hold_exactly_their_assets(mount, media):
+    """Item 3: Videos, Live Photos (both halves of each pair), Screenshots, RAW; same st_ino as
+    the roll; st_nlink unchanged by views."""
+    media_dir, expected = media
+    names = sorted(expected)
+    paths = copy_media(media_dir, names, mount.roll)
+    wait_for_facts(paths)
+    smart = mount.mp / "Smart Albums"
+    assert sorted(os.listdir(smart)) == ["Duplicates", "Favorites", "Live Photos", "RAW", "Screenshots", "Videos"]
+    assert sorted(os.listdir(smart / "Videos")) == sorted(n for n in names if expected[n]["kind"] == "video")
+    assert sorted(os.listdir(smart / "Live Photos")) == ["live.jpg", "live.mov", "live2.heic", "live2.mov"]
+    assert sorted(os.listdir(smart / "Screenshots")) == sorted(n for n in names if expected[n]["isScreenshot"])
+    assert sorted(os.listdir(smart / "RAW")) == ["raw.dng"]
+    for view in ("Videos", "Live Photos", "Screenshots", "RAW"):
+        for name in os.listdir(smart / view):
+            assert ino(smart / view / name) == ino(mount.roll / name)
+            assert nlink(smart / view / name) == 1, "views are not links"
+
+
+def test_favorites_ln_sets_and_rm_clears_and_views_refuse_everything_else(mount, media):
+    media_dir, _ = media
+    (mount.albums / "A").mkdir()
+    [photo] = copy_media(media_dir, ["live.jpg"], mount.albums / "A")
+    wait_for_facts([photo])
+    favorites = mount.mp / "Smart Albums" / "Favorites"
+    run(["ln", str(mount.roll / "live.jpg"), str(favorites) + "/"])
+    assert fact(mount.roll / "live.jpg", "favorite") == "1"
+    assert os.listdir(favorites) == ["live.jpg"]
+    assert nlink(mount.roll / "live.jpg") == 2, "roll + A: Favorites is not a link"
+    os.unlink(favorites / "live.jpg")
+    assert fact(mount.roll / "live.jpg", "favorite") is None
+    assert os.listdir(favorites) == [] and os.listdir(mount.albums / "A") == ["live.jpg"]
+    month = mount.mp / "By Date" / "2019" / "2019-07"
+    videos = mount.mp / "Smart Albums" / "Videos"
+    expect_errno(errno.EPERM, os.unlink, month / "live.jpg")
+    expect_errno(errno.EPERM, os.rename, month / "live.jpg", mount.roll / "other.jpg")
+    expect_errno(errno.EPERM, os.link, mount.roll / "live.jpg", videos / "live.jpg")
+    expect_errno(errno.EPERM, os.mkdir, mount.mp / "By Date" / "mine")
+    expect_errno(errno.EPERM, os.rmdir, videos)
+    expect_errno(errno.EPERM, lambda: open(month / "new.jpg", "wb"))
+    assert os.listdir(mount.roll) == ["live.jpg"]
+
+
+def test_duplicates_and_dedupe(mount_factory, media):
+    """Item 4: two identical files under different names in different albums are one set;
+    albumfs dedupe --dry-run changes nothing; dedupe leaves one asset in both albums and the
+    other in Recently Deleted."""
+    media_dir, expected = media
+    m = mount_factory("m")
+    (m.albums / "A").mkdir()
+    (m.albums / "B").mkdir()
+    shutil.copyfile(media_dir / "live.jpg", m.albums / "A" / "one.jpg")
+    shutil.copyfile(media_dir / "live.jpg", m.albums / "B" / "two.jpg")
+    wait_for_facts([m.roll / "one.jpg", m.roll / "two.jpg"])
+    duplicates = m.mp / "Smart Albums" / "Duplicates"
+    sha = expected["live.jpg"]["sha256"]
+    assert os.listdir(duplicates) == [sha[:12]]
+    assert sorted(os.listdir(duplicates / sha[:12])) == ["one.jpg", "two.jpg"]
+    kept = ino(m.roll / "one.jpg")
+    dry = run([ALBUMFS, "dedupe", "--dry-run", str(m.mp)], text=True).stdout
+    assert "one.jpg" in dry and "two.jpg" in dry
+    assert sorted(os.listdir(m.roll)) == ["one.jpg", "two.jpg"]
+    run([ALBUMFS, "dedupe", str(m.mp)])
+    assert os.listdir(m.roll) == ["one.jpg"]
+    assert ino(m.albums / "A" / "one.jpg") == ino(m.albums / "B" / "two.jpg") == kept
+    assert os.listdir(m.mp / "Recently Deleted") == ["two.jpg"]
+    assert os.listdir(duplicates) == []
+    assert nlink(m.roll / "one.jpg") == 3
+
+
+def test_fsck_verify_finds_a_flipped_byte(mount_factory, media):
+    """Item 5: one byte flipped in a content file (unmounted): fsck --verify names that asset and
+    exits 1; without --verify fsck does not read the data."""
+    media_dir, _ = media
+    m = mount_factory("m")
+    paths = copy_media(media_dir, ["live.jpg", "clip.mp4"], m.roll)
+    wait_for_facts(paths)
+    victim = ino(m.roll / "clip.mp4")
+    m.unmount()
+    clean = run([ALBUMFS, "fsck", "--verify", "--store", str(m.store)], text=True, check=False)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    content = m.store / "content" / f"{victim:016x}"[-2:] / f"{victim:016x}"
+    if not content.exists():
+        [content] = [p for p in (m.store / "content").rglob(f"{victim:016x}")]
+    data = bytearray(content.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    content.write_bytes(bytes(data))
+    bad = run([ALBUMFS, "fsck", "--verify", "--store", str(m.store)], text=True, check=False)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "clip.mp4" in bad.stdout and str(victim) in bad.stdout
+    plain = run([ALBUMFS, "fsck", "--store", str(m.store)], text=True, check=False)
+    assert plain.returncode == 0, "fsck without --verify reads no data: the flip is not its business"
