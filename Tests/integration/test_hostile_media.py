@@ -1,0 +1,76 @@
+"""SEMANTICS.md § What albumfs knows of each asset (issue 12 item 7) on a real mount: hostile or
+broken media (cut short, box sizes past the end, zero or looping, an empty file, a 4 GiB sparse
+file) never crash or hang the daemon and never block the mount: each is still an asset, hashed,
+with fewer attributes. (The readers' own fuzz-style tests are in Tests/AlbumMediaTests.)"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from test_views import FACTS_WITHIN, MAKE_MEDIA, fact, media  # noqa: F401  (the media fixture)
+
+
+def hostile_files(media_dir: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for name in ("live.jpg", "live.mov", "live2.heic", "clip.mp4", "raw.dng"):
+        data = (media_dir / name).read_bytes()
+        stem, ext = name.rsplit(".", 1)
+        files[f"{stem}-half.{ext}"] = data[: len(data) // 2]
+        files[f"{stem}-head.{ext}"] = data[:40]
+    mov = bytearray((media_dir / "live.mov").read_bytes())
+    past_end = bytearray(mov)
+    struct.pack_into(">I", past_end, 0, 0x7FFFFFF0)             # first box claims 2 GiB
+    files["past-end.mov"] = bytes(past_end)
+    huge64 = bytearray(mov)
+    struct.pack_into(">I", huge64, 0, 1)                        # 64-bit size follows…
+    files["huge64.mov"] = bytes(huge64[:8] + struct.pack(">Q", 2**63 - 1) + huge64[8:])
+    zero = bytearray(mov)
+    struct.pack_into(">I", zero, 0, 0)                          # size 0: "to the end"
+    files["zero-size.mov"] = bytes(zero)
+    # A moov that holds itself over and over: boxes nested as deep as the bytes allow.
+    nested = b""
+    for _ in range(2000):
+        nested = struct.pack(">I", len(nested) + 8) + b"moov" + nested
+    files["deep.mov"] = struct.pack(">I", 20) + b"ftypqt  \x00\x00\x00\x00qt  " + nested
+    files["empty.jpg"] = b""
+    files["random.heic"] = os.urandom(4096)
+    return files
+
+
+def test_hostile_media_never_crash_or_block_the_mount(mount, media):
+    media_dir, _ = media
+    files = hostile_files(media_dir)
+    for name, data in files.items():
+        with open(mount.roll / name, "wb") as f:
+            f.write(data)
+    sparse = mount.roll / "sparse.mov"
+    with open(sparse, "wb") as f:
+        f.truncate(4 * 2**30)
+    deadline = time.monotonic() + FACTS_WITHIN + 60   # the sparse file is 4 GiB of zeros to hash
+    pending = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    pending["sparse.mov"] = None
+    while pending:
+        # The mount answers all along: listing, stat and reads never wait for the readers.
+        assert len(os.listdir(mount.roll)) == len(files) + 1
+        for name in list(pending):
+            value = fact(mount.roll / name, "sha256")
+            if value is not None:
+                assert pending[name] in (None, value), name
+                del pending[name]
+        assert time.monotonic() < deadline, f"no facts for {sorted(pending)}"
+        time.sleep(0.1)
+    zeros, block = hashlib.sha256(), bytes(2**20)
+    for _ in range(4096):
+        zeros.update(block)
+    assert fact(sparse, "sha256") == zeros.hexdigest()
+    assert fact(mount.roll / "empty.jpg", "kind") == "other"
+    assert fact(mount.roll / "live-head.jpg", "captured") is None
+    assert fact(mount.roll / "past-end.mov", "width") is None or int(fact(mount.roll / "past-end.mov", "width")) > 0
+    with open(mount.roll / "live-half.jpg", "rb") as f:
+        assert f.read() == files["live-half.jpg"]
