@@ -14,6 +14,8 @@ import Synchronization
 final class Indexer: Sendable {
     private let queue = DispatchQueue(label: "albumfs.indexer", qos: .utility)
     private let queued = Mutex<Set<NodeID>>([])
+    /// Reads asked for and not finished (queued or under way).
+    private let outstanding = Atomic<Int>(0)
     private let idle = DispatchGroup()
     private let reader: any AssetFactsReader
 
@@ -25,11 +27,21 @@ final class Indexer: Sendable {
     /// often it is asked for before then). The library is not kept alive by it.
     func enqueue(_ id: NodeID, of library: Library) {
         guard queued.withLock({ $0.insert(id).inserted }) else { return }
+        outstanding.add(1, ordering: .relaxed)
         queue.async(group: idle) { [self, weak library] in
+            defer { outstanding.subtract(1, ordering: .relaxed) }
             queued.withLock { _ = $0.remove(id) }
             guard let library else { return }
             if !index(id, in: library) { enqueue(id, of: library) }
         }
+    }
+
+    /// Runs `body` (a writer's release) counted as pending, so that the count
+    /// never drops to 0 between the writer's close and its read being queued.
+    func announcing<T>(_ body: () throws(LibraryError) -> T) throws(LibraryError) -> T {
+        outstanding.add(1, ordering: .relaxed)
+        defer { outstanding.subtract(1, ordering: .relaxed) }
+        return try body()
     }
 
     /// At mount: every asset with no facts, in batches (no scan holds the lock long).
@@ -44,8 +56,8 @@ final class Indexer: Sendable {
         }
     }
 
-    /// Assets waiting to be read.
-    var pending: Int { queued.withLock { $0.count } }
+    /// Assets waiting to be read or being read.
+    var pending: Int { outstanding.load(ordering: .relaxed) }
 
     /// Returns when nothing is waiting (or after `timeout` seconds: false).
     func waitUntilIdle(timeout seconds: Double) -> Bool {

@@ -229,8 +229,14 @@ extension Library {
             }
             return
         }
-        try commit(file, closing: true) { $0.closing(file.id, writable: file.isWritable, descriptor: file.descriptor, $1) }
+        guard file.isWritable, let indexer else {
+            try commit(file, closing: true) { $0.closing(file.id, writable: file.isWritable, descriptor: file.descriptor, $1) }
+            return
+        }
         // Its content may have changed: read what it says again.
-        if file.isWritable { indexer?.enqueue(file.id, of: self) }
+        try indexer.announcing { () throws(LibraryError) in
+            try commit(file, closing: true) { $0.closing(file.id, writable: true, descriptor: file.descriptor, $1) }
+            indexer.enqueue(file.id, of: self)
+        }
     }
 }

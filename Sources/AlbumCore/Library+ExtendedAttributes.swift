@@ -7,7 +7,7 @@ extension Library {
     static let deletedAttribute: Name = Array("user.albumfs.deleted".utf8)
     static let purgeAttribute: Name = Array("user.albumfs.purge".utf8)
     static let favoriteAttribute: Name = Array("user.albumfs.favorite".utf8)
-    /// On the root: how many assets wait to be read (0: every fact is computed).
+    /// On the root: how many assets wait to be read, open writers included (0: every fact is computed).
     static let indexingAttribute: Name = Array("user.albumfs.indexing".utf8)
     /// Set on a duplicate set's directory: merges the set (Library.mergeDuplicates).
     public static let mergeAttribute: Name = Array("user.albumfs.merge".utf8)
@@ -59,7 +59,11 @@ extension Library {
                 return Array("1".utf8)
             }
             if id == FixedNode.root, name == Self.indexingAttribute {
-                return Array(String(indexer?.pending ?? 0).utf8)
+                // A file still open for writing will be read after its last
+                // close (whose release may reach the daemon after close()
+                // returned): it counts as waiting.
+                let waiting = indexer.map { $0.pending + openFiles.filesOpenForWriting } ?? 0
+                return Array(String(waiting).utf8)
             }
             guard let fact = FactAttribute(rawValue: String(decoding: name.dropFirst(Self.reservedPrefix.count), as: UTF8.self)),
                   let facts = try read({ db in try db.facts(of: id) }),

@@ -54,6 +54,11 @@ final class OpenFiles: Sendable {
 
     private let files = Mutex<[NodeID: LiveFile]>([:])
 
+    /// How many files have a writable handle open (their facts are to be read after it closes).
+    var filesOpenForWriting: Int {
+        files.withLock { files in files.values.count { $0.writerCount > 0 } }
+    }
+
     func opened(_ attributes: Attributes, writable: Bool, _ held: borrowing DatabaseHeld) {
         files.withLock { files in
             var file = files[attributes.id] ?? LiveFile(openCount: 0, writerCount: 0, attributes: attributes)

@@ -12,6 +12,7 @@ enum CommandLineInterface {
                albumfs init [DIR]
                albumfs fsck [--store DIR] [--repair] [--verify]
                albumfs dedupe [--dry-run] [--store DIR | MOUNTPOINT]
+               albumfs index --wait [--timeout SECONDS] MOUNTPOINT
                albumfs stats [--json] [--store DIR | MOUNTPOINT]
                albumfs unmount MOUNTPOINT
                albumfs --help | --version
@@ -40,6 +41,8 @@ enum CommandLineInterface {
                 return try InitCommand(parsing: Array(arguments.dropFirst())).run()
             case "fsck":
                 return try FsckCommand(parsing: Array(arguments.dropFirst())).run()
+            case "index":
+                return try IndexCommand(parsing: Array(arguments.dropFirst())).run()
             case "dedupe":
                 return try DedupeCommand(parsing: Array(arguments.dropFirst())).run()
             case "stats":

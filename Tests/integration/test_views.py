@@ -82,6 +82,17 @@ def test_attributes_equal_what_exiftool_ffprobe_and_sha256sum_say(mount, media):
         assert fact(path, "id") == str(os.stat(path).st_ino)
 
 
+def test_index_wait_returns_once_every_closed_file_is_read(mount, media):
+    """`albumfs index --wait` (SEMANTICS.md: returns when nothing is pending): right after it,
+    every file copied before it has its facts, with no polling."""
+    media_dir, expected = media
+    names = sorted(expected)
+    paths = copy_media(media_dir, names, mount.roll)
+    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(mount.mp)])
+    assert [fact(p, "sha256") for p in paths] == [expected[n]["sha256"] for n in names]
+    assert os.getxattr(mount.mp, "user.albumfs.indexing") == b"0"
+
+
 def test_a_file_rewritten_in_place_gets_new_values(mount, media):
     media_dir, expected = media
     target = mount.roll / "x.jpg"
