@@ -48,17 +48,16 @@ struct MovieReader {
 
     private mutating func movieHeader(_ p: Bytes) {
         guard let version = p.u8(0) else { return }
-        let created: UInt64?, timescale: UInt32?, duration: UInt64?
+        let created: UInt64?, timescale: UInt32?, duration: UInt64?, unknown: UInt64
         if version == 1 {
-            created = p.u64(4); timescale = p.u32(20); duration = p.u64(24)
-            if duration == UInt64.max { return }
+            created = p.u64(4); timescale = p.u32(20); duration = p.u64(24); unknown = UInt64.max
         } else {
             created = p.u32(4).map(UInt64.init); timescale = p.u32(12); duration = p.u32(16).map(UInt64.init)
-            if duration == UInt64(UInt32.max) { return }
+            unknown = UInt64(UInt32.max)
         }
         facts.created = created.flatMap(CaptureDate.quickTime)
-        // 0 is "unknown" too (a fragmented MP4 keeps its length in the fragments).
-        if let timescale, timescale > 0, let duration, duration > 0 {
+        // All ones is "unknown"; so is 0 (a fragmented MP4 keeps its length in the fragments).
+        if let timescale, timescale > 0, let duration, duration > 0, duration != unknown {
             facts.duration = Double(duration) / Double(timescale)
         }
     }

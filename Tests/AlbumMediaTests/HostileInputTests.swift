@@ -137,6 +137,16 @@ struct HostileInputTests {
         #expect(facts.captured == "2019-07-17T09:20:00Z")  // date -u -d @$((3646200000 - 2082844800))
     }
 
+    @Test("an unknown mvhd duration (all ones, or 0) is no duration, and the date is still read", arguments: [UInt32.max, 0])
+    func unknownDuration(duration: UInt32) throws {
+        let scratch = Scratch()
+        let file = Box.ftyp("qt  ") + Box.movie(created: 3_646_200_000, timescale: 600, duration: duration, width: 64, height: 48)
+        let facts = try MediaReader.read(path: try scratch.write(file))
+        #expect(facts.duration == nil)
+        #expect(facts.captured == "2019-07-17T09:20:00Z")
+        #expect(facts.width == 64)
+    }
+
     @Test("box sizes past the end, zero, smaller than a header, 64-bit huge: no facts from them, no hang",
           arguments: ["past the end", "zero", "four", "huge 64-bit", "64-bit zero", "deep cut"])
     func lyingSizes(kind: String) throws {

@@ -33,8 +33,11 @@ enum MediaFixtures {
         }
     }
 
+    /// Where the media are made; removed when the test process exits.
+    static let directory = NSTemporaryDirectory() + "albumfs-media-\(getpid())"
+
     static let made: Result<Made, MediaFixtureError> = {
-        let directory = NSTemporaryDirectory() + "albumfs-media-\(getpid())"
+        atexit { try? FileManager.default.removeItem(atPath: MediaFixtures.directory) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: script)
         process.arguments = [directory]
