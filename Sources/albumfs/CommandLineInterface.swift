@@ -41,6 +41,8 @@ enum CommandLineInterface {
                 return try InitCommand(parsing: Array(arguments.dropFirst())).run()
             case "fsck":
                 return try FsckCommand(parsing: Array(arguments.dropFirst())).run()
+            case "read-facts":   // the daemon's facts worker (IsolatedFactsReader), not for users
+                return FactsWorker.serve()
             case "index":
                 return try IndexCommand(parsing: Array(arguments.dropFirst())).run()
             case "dedupe":

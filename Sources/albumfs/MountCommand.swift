@@ -133,7 +133,7 @@ struct MountCommand {
     /// The library's options: `trash_days`, the media readers, and the clock offset tests set
     /// through `ALBUMFS_CLOCK_OFFSET` (seconds added to the store's clock).
     private func libraryOptions(_ options: MountOptions) throws(CommandFailure) -> LibraryOptions {
-        var result = LibraryOptions(trashDays: options.trashDays, factsReader: MediaFactsReader())
+        var result = LibraryOptions(trashDays: options.trashDays, factsReader: IsolatedFactsReader())
         if let text = getenv("ALBUMFS_CLOCK_OFFSET").map({ String(cString: $0) }) {
             guard let seconds = Int64(text) else { throw CommandFailure(.usage, "ALBUMFS_CLOCK_OFFSET is not a number of seconds: \(text)") }
             result.clockOffset = seconds * 1_000_000_000

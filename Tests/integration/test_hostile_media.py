@@ -74,3 +74,62 @@ def test_hostile_media_never_crash_or_block_the_mount(mount, media):
     assert fact(mount.roll / "past-end.mov", "width") is None or int(fact(mount.roll / "past-end.mov", "width")) > 0
     with open(mount.roll / "live-half.jpg", "rb") as f:
         assert f.read() == files["live-half.jpg"]
+
+
+def reader_workers(daemon_pid: int) -> list[int]:
+    """The daemon's facts workers (`albumfs read-facts`, its children)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().split(b"\0")
+            except OSError:
+                continue
+            if ppid == daemon_pid and b"read-facts" in cmdline:
+                found.append(int(entry))
+    return found
+
+
+def test_a_reader_that_dies_costs_a_worker_not_the_mount(mount, media):
+    """The media readers run in a worker process: killed in the middle of a file (as a C library
+    that aborts on a hostile file would be), the file still gets its SHA-256 (hashed by the
+    daemon), the mount never notices, and the next file gets every fact from a new worker."""
+    media_dir, expected = media
+    [daemon] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_daemon_of(int(p), mount)]
+    sparse = mount.roll / "big.mov"
+    with open(sparse, "wb") as f:
+        f.truncate(2 * 2**30)          # 2 GiB to hash: the worker is busy long enough to be killed
+    deadline = time.monotonic() + 30
+    while not (workers := reader_workers(daemon)):
+        assert time.monotonic() < deadline, "no facts worker started"
+        time.sleep(0.02)
+    for pid in workers:
+        os.kill(pid, 9)
+    deadline = time.monotonic() + FACTS_WITHIN + 60
+    while fact(sparse, "sha256") is None:
+        assert time.monotonic() < deadline
+        assert len(os.listdir(mount.roll)) == 1
+        time.sleep(0.1)
+    zeros, block = hashlib.sha256(), bytes(2**20)
+    for _ in range(2048):
+        zeros.update(block)
+    assert fact(sparse, "sha256") == zeros.hexdigest()
+    assert fact(sparse, "type") is None, "a file whose reader died keeps only its SHA-256"
+    (mount.roll / "live.jpg").write_bytes((media_dir / "live.jpg").read_bytes())
+    deadline = time.monotonic() + FACTS_WITHIN
+    while fact(mount.roll / "live.jpg", "sha256") is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert fact(mount.roll / "live.jpg", "captured") == expected["live.jpg"]["captured"]
+
+
+def _is_daemon_of(pid: int, mount) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"mount" in args and os.fsencode(str(mount.store)) in args

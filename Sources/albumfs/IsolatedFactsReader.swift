@@ -1,0 +1,83 @@
+import AlbumCore
+import AlbumFUSE
+import AlbumMedia
+import Glibc
+import Synchronization
+
+/// The daemon's facts reader: AlbumMedia's readers run in a worker process
+/// (`albumfs read-facts`, FactsWorker), started on first use and again after
+/// it died. A file on which the worker crashes or takes too long (10 s, plus
+/// 1 s per 32 MiB to hash) gets only its SHA-256, computed here (libcrypto
+/// alone), and a log line: a hostile file costs a worker, never the mount.
+final class IsolatedFactsReader: AssetFactsReader, Sendable {
+    private struct Worker {
+        let pid: pid_t
+        /// The daemon's end of a socket pair; the worker has the other as stdin and stdout.
+        let socket: Int32
+        var lines: LineReader
+    }
+
+    private let worker = Mutex<Worker?>(nil)
+
+    deinit {
+        worker.withLock { if let w = $0 { Self.stop(w) } }
+    }
+
+    func facts(ofFileAt descriptor: Int32) throws -> AssetFacts {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw LibraryError.io(errno) }
+        let timeout = Int32(clamping: 10_000 + Int64(info.st_size) / (32 << 20) * 1000)
+        // The worker opens the very file through this process's descriptor.
+        let path = "/proc/\(getpid())/fd/\(descriptor)"
+        let answer = worker.withLock { worker -> String? in
+            if worker == nil { worker = Self.start() }
+            guard var w = worker else { return nil }
+            guard FactsWorker.writeAll(w.socket, path + "\n"), let line = w.lines.next(timeout: timeout) else {
+                Self.stop(w)
+                worker = nil
+                return nil
+            }
+            worker = w  // its line buffer moved on
+            return line
+        }
+        if let answer {
+            if answer.hasPrefix("!") { throw LibraryError.io(Int32(answer.dropFirst()) ?? EIO) }
+            if let facts = FactsWorker.decode(answer) { return facts }
+        }
+        Log.error("reading the facts of \(path) failed (the reader crashed, hung or answered nonsense): keeping only its SHA-256")
+        return AssetFacts(sha256: try sha256(ofFileAt: descriptor))
+    }
+
+    func sha256(ofFileAt descriptor: Int32) throws -> String {
+        try MediaReader.hashOnly(fileDescriptor: descriptor)
+    }
+
+    private static func start() -> Worker? {
+        var ends: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else { return nil }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, ends[1], STDIN_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO)
+        var pid: pid_t = 0
+        let arguments = ["albumfs", "read-facts"]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nil, &argv, environ)
+        close(ends[1])
+        guard spawned == 0 else {
+            close(ends[0])
+            Log.error("cannot start the facts reader: \(String(cString: strerror(spawned)))")
+            return nil
+        }
+        return Worker(pid: pid, socket: ends[0], lines: LineReader(descriptor: ends[0]))
+    }
+
+    private static func stop(_ worker: Worker) {
+        kill(worker.pid, SIGKILL)
+        close(worker.socket)
+        var status: Int32 = 0
+        while waitpid(worker.pid, &status, 0) < 0 && errno == EINTR {}
+    }
+}
