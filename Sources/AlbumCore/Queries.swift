@@ -288,6 +288,15 @@ extension Database {
             result.assets -= result.deletedAssets
             result.bytes -= result.deletedBytes
         }
+        if result.schemaVersion >= 4 {
+            let live = "NOT EXISTS (SELECT 1 FROM deleted_assets d WHERE d.asset = f.asset)"
+            for (kind, count) in try statement("SELECT f.kind, count(*) FROM asset_facts f WHERE \(live) GROUP BY f.kind")
+                .all({ ($0.text(0), $0.int64(1)) }) {
+                result.kinds[kind] = count
+            }
+            result.unread = result.assets - result.kinds.values.reduce(0, +)
+            result.favorites = try scalarInt("SELECT count(*) FROM favorites f WHERE \(live)")
+        }
         return result
     }
 }

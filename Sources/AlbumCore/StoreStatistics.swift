@@ -16,6 +16,11 @@ public struct StoreStatistics: Sendable, Equatable {
     public var deletedBytes: Int64 = 0
     /// Files that belong to one directory and are no assets (SEMANTICS.md § side files).
     public var sideFiles: Int64 = 0
+    /// Live assets by kind (`photo`, `video`, `audio`, `other`), as far as
+    /// their facts were read; `unread`: those not read yet.
+    public var kinds: [String: Int64] = [:]
+    public var unread: Int64 = 0
+    public var favorites: Int64 = 0
     public var schemaVersion = 0
 
     public static func read(_ location: StoreLocation) throws(LibraryError) -> StoreStatistics {

@@ -51,7 +51,7 @@ struct StatsCommand {
         """
         store: \(location.root) (format \(s.schemaVersion))
         mounted: \(mounted ? "yes" + (points.isEmpty ? "" : ", on " + points.joined(separator: ", ")) : "no")
-        assets: \(s.assets) (\(s.bytes) bytes; kinds are not known yet)
+        assets: \(s.assets) (\(s.bytes) bytes): \(Self.kinds(s)); \(s.favorites) favorite\(s.favorites == 1 ? "" : "s")
         albums: \(s.albums)
         Recently Deleted: \(s.deletedAssets) (\(s.deletedBytes) bytes)
         side files: \(s.sideFiles)
@@ -63,8 +63,19 @@ struct StatsCommand {
         return """
             {"store": \(quoted(location.root)), "format": \(s.schemaVersion), "mounted": \(mounted), \
             "mount_points": [\(mountPoints)], "assets": \(s.assets), "bytes": \(s.bytes), "albums": \(s.albums), \
-            "recently_deleted": {"assets": \(s.deletedAssets), "bytes": \(s.deletedBytes)}, "side_files": \(s.sideFiles)}
+            "recently_deleted": {"assets": \(s.deletedAssets), "bytes": \(s.deletedBytes)}, "side_files": \(s.sideFiles), \
+            "kinds": {\(["photo", "video", "audio", "other"].map { "\"\($0)\": \(s.kinds[$0] ?? 0)" }.joined(separator: ", ")), \
+            "unread": \(s.unread)}, "favorites": \(s.favorites)}
             """
+    }
+
+    /// "12 photos, 3 videos, 0 audio, 1 other, 2 not read yet".
+    private static func kinds(_ s: StoreStatistics) -> String {
+        let photos = s.kinds["photo"] ?? 0, videos = s.kinds["video"] ?? 0
+        var parts = ["\(photos) photo\(photos == 1 ? "" : "s")", "\(videos) video\(videos == 1 ? "" : "s")",
+                     "\(s.kinds["audio"] ?? 0) audio", "\(s.kinds["other"] ?? 0) other"]
+        if s.unread > 0 { parts.append("\(s.unread) not read yet") }
+        return parts.joined(separator: ", ")
     }
 
     /// A JSON string literal.

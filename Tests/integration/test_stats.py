@@ -18,6 +18,7 @@ def test_stats_of_a_mounted_and_an_unmounted_library(mount):
     write(mount.roll / "gone.jpg", payload(7000, "gone"))
     write(mount.albums / "A" / ".DS_Store", b"ds")
     os.unlink(mount.roll / "gone.jpg")
+    albumfs("index", "--wait", "--timeout", "60", mount.mp)
     by_mount = json.loads(albumfs("stats", "--json", mount.mp, text=True).stdout)
     by_store = json.loads(albumfs("stats", "--json", "--store", mount.store, text=True).stdout)
     assert by_mount == by_store
@@ -26,8 +27,11 @@ def test_stats_of_a_mounted_and_an_unmounted_library(mount):
     assert (by_mount["assets"], by_mount["bytes"], by_mount["albums"]) == (2, 8000, 2)
     assert by_mount["recently_deleted"] == {"assets": 1, "bytes": 7000}
     assert by_mount["side_files"] == 1
+    assert by_mount["kinds"] == {"photo": 0, "video": 0, "audio": 0, "other": 2, "unread": 0}, \
+        "the payloads are not photos: kind other (the deleted one is not counted)"
+    assert by_mount["favorites"] == 0
     text = albumfs("stats", mount.mp, text=True).stdout
-    assert "assets: 2 (8000 bytes" in text and "Recently Deleted: 1 (7000 bytes)" in text
+    assert "assets: 2 (8000 bytes): 0 photos, 0 videos, 0 audio, 2 other" in text and "Recently Deleted: 1 (7000 bytes)" in text
     mount.unmount()
     after = json.loads(albumfs("stats", "--json", "--store", mount.store, text=True).stdout)
     assert after["mounted"] is False and after["mount_points"] == []
