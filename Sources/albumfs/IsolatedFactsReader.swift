@@ -6,7 +6,7 @@ import Synchronization
 
 /// The daemon's facts reader: AlbumMedia's readers run in a worker process
 /// (`albumfs read-facts`, FactsWorker), started on first use and again after
-/// it died. A file on which the worker crashes or takes too long (10 s, plus
+/// it died, at nice 10. A file on which the worker crashes or takes too long (10 s, plus
 /// 1 s per 32 MiB to hash) gets only its SHA-256, computed here (libcrypto
 /// alone), and a log line: a hostile file costs a worker, never the mount.
 final class IsolatedFactsReader: AssetFactsReader, Sendable {
@@ -71,6 +71,8 @@ final class IsolatedFactsReader: AssetFactsReader, Sendable {
             Log.error("cannot start the facts reader: \(String(cString: strerror(spawned)))")
             return nil
         }
+        // Background work: a copy or a listing going on meanwhile comes first.
+        setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(pid), 10)
         return Worker(pid: pid, socket: ends[0], lines: LineReader(descriptor: ends[0]))
     }
 
