@@ -23,6 +23,17 @@ final class Indexer: Sendable {
         self.reader = reader
     }
 
+    /// Set at the end of a mount: what is still queued is left for the next one.
+    private let stopped = Atomic<Bool>(false)
+
+    /// Stops reading: queued reads are dropped (the next mount reads what has
+    /// no facts), and the read under way, if any, is waited for (at most
+    /// `timeout` seconds), so the library can close on its owner's thread.
+    func stop(timeout seconds: Double) {
+        stopped.store(true, ordering: .relaxed)
+        _ = idle.wait(timeout: .now() + seconds)
+    }
+
     /// Reads `id` of `library` once the queue gets to it (queued once however
     /// often it is asked for before then). The library is not kept alive by it.
     func enqueue(_ id: NodeID, of library: Library) {
@@ -31,7 +42,7 @@ final class Indexer: Sendable {
         queue.async(group: idle) { [self, weak library] in
             defer { outstanding.subtract(1, ordering: .relaxed) }
             queued.withLock { _ = $0.remove(id) }
-            guard let library else { return }
+            guard !stopped.load(ordering: .relaxed), let library else { return }
             if !index(id, in: library) { enqueue(id, of: library) }
         }
     }
@@ -48,7 +59,7 @@ final class Indexer: Sendable {
     func indexMissing(of library: Library) {
         queue.async(group: idle) { [self, weak library] in
             var after: NodeID = 0
-            while let library, let batch = try? library.read({ db in try db.assetsWithoutFacts(after: after, limit: 500) }),
+            while !stopped.load(ordering: .relaxed), let library, let batch = try? library.read({ db in try db.assetsWithoutFacts(after: after, limit: 500) }),
                   let last = batch.last {
                 for id in batch { enqueue(id, of: library) }
                 after = last
@@ -106,5 +117,10 @@ extension Library {
     /// `timeout` seconds; true at once when nothing reads facts).
     public func waitForIndexing(timeout seconds: Double) -> Bool {
         indexer?.waitUntilIdle(timeout: seconds) ?? true
+    }
+
+    /// At the end of a mount: no more reading (see Indexer.stop).
+    public func stopIndexing() {
+        indexer?.stop(timeout: 5)
     }
 }

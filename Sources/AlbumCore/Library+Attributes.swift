@@ -17,6 +17,11 @@
 extension Library {
     public func setAttributes(_ id: NodeID, _ changes: AttributeChanges, by caller: Caller = Caller(uid: 0, gid: 0),
                               dropsSetID: Bool = false) throws(LibraryError) -> Attributes {
+        // A view's year, month or set: computed, nothing to keep.
+        if VirtualNode(id) != nil {
+            _ = try attributes(of: id)
+            throw .notPermitted
+        }
         let openFiles = self.openFiles
         if changes.size != nil {
             waitForFreedData()

@@ -106,7 +106,9 @@ public final class MountSession {
         fuse_remove_signal_handlers(session)
         fuse_session_unmount(session)
         fileSystem.takeUnretainedValue().invalidator.drain()
-        // The store is released after this returns: purged data goes first.
+        // The store is released after this returns: purged data goes first,
+        // and no background read keeps the library open past it.
+        fileSystem.takeUnretainedValue().library.stopIndexing()
         fileSystem.takeUnretainedValue().library.waitForFreedData()
         fuse_session_destroy(session)
         fileSystem.release()

@@ -60,6 +60,9 @@ final class IsolatedFactsReader: AssetFactsReader, Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, ends[1], STDIN_FILENO)
         posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO)
+        // Nothing else of the daemon's: not /dev/fuse (the mount would outlive
+        // the daemon), not the launcher's readiness pipe, not the store's lock.
+        spawnClosesFrom(&actions, STDERR_FILENO + 1)
         var pid: pid_t = 0
         let arguments = ["albumfs", "read-facts"]
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
@@ -83,3 +86,7 @@ final class IsolatedFactsReader: AssetFactsReader, Sendable {
         while waitpid(worker.pid, &status, 0) < 0 && errno == EINTR {}
     }
 }
+
+/// posix_spawn_file_actions_addclosefrom_np (glibc 2.34), which the Glibc module does not export.
+@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
+private func spawnClosesFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32

@@ -52,7 +52,9 @@ def populate(mount, tmp_path):
 
 
 def snapshot(mp) -> dict:
-    """Everything observable below the mount except atime/ctime (relative bytes path -> facts)."""
+    """Everything observable below the mount except atime/ctime (relative bytes path -> facts),
+    the computed views included once every file has been read (they follow the facts)."""
+    albumfs("index", "--wait", "--timeout", "60", mp)
     root = os.fsencode(mp)
     paths = [root]
     for dirpath, dirs, files in os.walk(root):

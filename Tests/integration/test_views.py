@@ -166,6 +166,9 @@ def test_favorites_ln_sets_and_rm_clears_and_views_refuse_everything_else(mount,
     expect_errno(errno.EPERM, os.mkdir, mount.mp / "By Date" / "mine")
     expect_errno(errno.EPERM, os.rmdir, videos)
     expect_errno(errno.EPERM, lambda: open(month / "new.jpg", "wb"))
+    expect_errno(errno.EPERM, os.chmod, month, 0o700)
+    expect_errno(errno.EPERM, os.setxattr, month, "user.note", b"x")
+    assert os.listxattr(month) == [] and nlink(month) == 2
     assert os.listdir(mount.roll) == ["live.jpg"]
 
 
