@@ -57,7 +57,10 @@ final class Indexer: Sendable {
 
     /// At mount: every asset with no facts, in batches (no scan holds the lock long).
     func indexMissing(of library: Library) {
+        // Pending from now: `index --wait` right after a mount waits for the scan.
+        outstanding.add(1, ordering: .relaxed)
         queue.async(group: idle) { [self, weak library] in
+            defer { outstanding.subtract(1, ordering: .relaxed) }
             var after: NodeID = 0
             while !stopped.load(ordering: .relaxed), let library, let batch = try? library.read({ db in try db.assetsWithoutFacts(after: after, limit: 500) }),
                   let last = batch.last {

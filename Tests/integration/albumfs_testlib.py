@@ -314,13 +314,15 @@ def content_usage(store) -> tuple[int, int]:
 
 
 def all_entries(mp, *, deleted: bool = False) -> dict[bytes, int]:
-    """Every file entry of the live library below the mount (relative bytes path -> st_ino);
-    with deleted=True, Recently Deleted's too."""
+    """Every file entry of the live library below the mount (relative bytes path -> st_ino): the
+    roll and the albums, not the computed views (By Date, Smart Albums: they follow the facts read
+    after each close); with deleted=True, Recently Deleted's too."""
     out = {}
     root = os.fsencode(mp)
     for dirpath, dirs, files in os.walk(root):
-        if dirpath == root and not deleted:
-            dirs[:] = [d for d in dirs if d != b"Recently Deleted"]
+        if dirpath == root:
+            skipped = {b"By Date", b"Smart Albums"} | (set() if deleted else {b"Recently Deleted"})
+            dirs[:] = [d for d in dirs if d not in skipped]
         for name in files:
             p = os.path.join(dirpath, name)
             out[os.path.relpath(p, root)] = os.lstat(p).st_ino
