@@ -1,0 +1,213 @@
+"""`albumfs import` (issue 12, test item 6) on real mounts: a tree of 500 photos made with
+ImageMagick (one JPEG, then distinct bytes appended after its EOI marker, so each file has its
+own SHA-256 and stays a JPEG for libmagic), a video made with ffmpeg, a few files that are not
+photos, some duplicates of assets already in the library and of each other.
+
+Facts are computed by the daemon after close(): the tests poll the root's
+`user.albumfs.indexing` and each roll file's `user.albumfs.sha256`, bounded; nothing else waits."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from albumfs_testlib import ALBUMFS, ino, is_mounted, mount_entries, nlink, run
+
+INDEXED_WITHIN = 20.0   # seconds: "within a few seconds of close()", with room for a loaded machine
+SUMMARY = re.compile(r"(\d+) imported \([\d.]+ MiB\), (\d+) duplicates? skipped, "
+                     r"(\d+) other files? skipped \(not photos or videos\), (\d+) failed")
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    """src/ with 500 distinct JPEGs in DCIM/100APPLE, DCIM/101APPLE (the same names, other
+    contents) and Archive/2019/trip, a video, an in-tree duplicate, 3 files that are not photos
+    (one a JPEG named .THM, a camera's video thumbnail) and a hidden .thumbnails/ directory.
+    Returns (src, {relative path: sha256} of the photos and videos, [relative in-tree duplicates])."""
+    base = tmp_path_factory.mktemp("photos")
+    src = base / "src"
+    jpeg = base / "one.jpg"
+    run(["convert", "-size", "32x24", "xc:#3070b0", "-quality", "60", jpeg])
+    data = jpeg.read_bytes()
+    assert data.endswith(b"\xff\xd9")
+    media: dict[str, str] = {}
+    layout = [("DCIM/100APPLE", "IMG_{:04d}.JPG", 200), ("DCIM/101APPLE", "IMG_{:04d}.JPG", 200),
+              ("Archive/2019/trip", "trip {:03d}.jpeg", 100)]
+    n = 0
+    for directory, pattern, count in layout:
+        (src / directory).mkdir(parents=True)
+        for i in range(count):
+            rel = f"{directory}/{pattern.format(i)}"
+            body = data + f"albumfs-import-test {n}\n".encode()
+            (src / rel).write_bytes(body)
+            os.utime(src / rel, ns=(1_500_000_000_000_000_000 + n * 1_000_000_007,) * 2)
+            media[rel] = hashlib.sha256(body).hexdigest()
+            n += 1
+    assert n == 500
+    out = run(["file", "--brief", "--mime-type", src / "DCIM/100APPLE/IMG_0007.JPG"], text=True).stdout.strip()
+    assert out == "image/jpeg", "the bytes after EOI must leave a JPEG that libmagic knows"
+    run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "color=c=green:s=32x32:d=0.2",
+         "-pix_fmt", "yuv420p", src / "DCIM/100APPLE/IMG_0500.MP4"])
+    media["DCIM/100APPLE/IMG_0500.MP4"] = sha256(src / "DCIM/100APPLE/IMG_0500.MP4")
+    # Not photos or videos: skipped and counted; a hidden directory is not entered.
+    (src / "DCIM/100APPLE/IMG_0001.AAE").write_text("<?xml version='1.0'?><plist/>\n")
+    (src / "Archive/notes.txt").write_text("the trip\n")
+    shutil.copyfile(jpeg, src / "DCIM/100APPLE/IMG_0500.THM")
+    (src / "DCIM/.thumbnails").mkdir()
+    shutil.copyfile(jpeg, src / "DCIM/.thumbnails/x.jpg")
+    # The same photo twice in the tree: the second is a duplicate of this run's import.
+    (src / "Archive/copy").mkdir()
+    shutil.copy2(src / "Archive/2019/trip/trip 007.jpeg", src / "Archive/copy/trip 007 copy.jpeg")
+    return src, media, ["Archive/copy/trip 007 copy.jpeg"]
+
+
+def import_(*args, check=False, env=None, timeout=120) -> tuple[subprocess.CompletedProcess, tuple[int, ...]]:
+    p = run([ALBUMFS, "import", *args], check=False, text=True, timeout=timeout,
+            env={**os.environ, **(env or {})})
+    if check:
+        assert p.returncode == 0, f"albumfs import exited {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p, summary(p.stdout)
+
+
+def summary(stdout: str) -> tuple[int, ...]:
+    """(imported, duplicates, other, failed) from the last line."""
+    m = SUMMARY.search(stdout.strip().splitlines()[-1])
+    assert m, f"no summary line in:\n{stdout[-2000:]}"
+    return tuple(int(x) for x in m.groups())
+
+
+def wait_for_index(mp: Path) -> dict[str, str]:
+    """Polls until the daemon has read every asset; returns {roll name: sha256}."""
+    deadline = time.monotonic() + INDEXED_WITHIN
+    while True:
+        pending = int(os.getxattr(mp, "user.albumfs.indexing"))
+        facts = {}
+        for name in os.listdir(mp / "Camera Roll"):
+            try:
+                facts[name] = os.getxattr(mp / "Camera Roll" / name, "user.albumfs.sha256").decode()
+            except OSError as e:
+                if e.errno != errno.ENODATA:
+                    raise
+        if pending == 0 and len(facts) == len(os.listdir(mp / "Camera Roll")):
+            return facts
+        assert time.monotonic() < deadline, f"{pending} assets still not read {INDEXED_WITHIN} s on"
+        time.sleep(0.05)
+
+
+def imported_lines(stdout: str) -> list[tuple[str, str]]:
+    """(source, destination relative to the mount) of each `imported` line."""
+    return [tuple(m.groups()) for m in re.finditer(r"^imported (.*) -> (.*)$", stdout, re.M)]
+
+
+def no_side_files_left(directory: Path) -> None:
+    left = [n for n in os.listdir(directory) if n.startswith(".albumfs-import")]
+    assert left == [], f"temporary side files left in {directory}: {left}"
+
+
+def test_imports_the_new_ones_skips_duplicates_keeps_mtimes_and_a_second_run_imports_nothing(mount, photos):
+    src, media, in_tree_duplicates = photos
+    # 20 of them are already in the library, under other names (not yet indexed: import waits).
+    already = sorted(media)[:40:2]
+    for i, rel in enumerate(already):
+        shutil.copyfile(src / rel, mount.roll / f"old {i}.jpg")
+    before = set(os.listdir(mount.roll))
+
+    p, counts = import_("--mount", mount.mp, src, check=True)
+    new = len(media) - len(already)
+    assert counts == (new, len(already) + len(in_tree_duplicates), 3, 0), p.stdout[-2000:]
+    assert "hidden" not in p.stdout and ".thumbnails" not in p.stdout
+    lines = imported_lines(p.stdout)
+    assert len(lines) == new
+
+    facts = wait_for_index(mount.mp)
+    assert len(facts) == len(before) + new
+    assert sorted(facts.values()) == sorted(set(media.values())), "every photo and video exactly once"
+    for source, destination in lines:
+        source_stat, copy = os.stat(source), mount.mp / destination
+        assert os.stat(copy).st_mtime_ns == source_stat.st_mtime_ns, destination
+        assert facts[copy.name] == media[str(Path(source).relative_to(src))]
+    # The same names in two folders: the second one gets the (n) form, nothing is replaced.
+    assert (mount.roll / "IMG_0003 (2).JPG").exists() and (mount.roll / "IMG_0003.JPG").exists()
+    assert os.getxattr(mount.roll / "IMG_0500.MP4", "user.albumfs.kind") == b"video"
+    no_side_files_left(mount.roll)
+
+    p, counts = import_("--mount", mount.mp, src, check=True)
+    assert counts == (0, len(media) + len(in_tree_duplicates), 3, 0), p.stdout[-2000:]
+    assert len(os.listdir(mount.roll)) == len(facts)
+
+
+def interrupt_after(cmd: list, imported: int, env=None) -> tuple[int, str]:
+    """Runs cmd, sends one SIGINT once `imported` files are in (its `imported` lines), and
+    returns (exit status, all of its output)."""
+    proc = subprocess.Popen([os.fspath(c) for c in cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, **(env or {})})
+    out = []
+    try:
+        seen = 0
+        for line in proc.stdout:
+            out.append(line)
+            if line.startswith("imported "):
+                seen += 1
+                if seen == imported:
+                    proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return rc, "".join(out)
+
+
+def test_ctrl_c_in_the_middle_then_a_rerun_imports_every_file_exactly_once(mount, photos):
+    src, media, _ = photos
+    rc, out = interrupt_after([ALBUMFS, "import", "--mount", mount.mp, src], 50)
+    assert rc == 130, out[-2000:]
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("interrupted"), last
+    imported, _, _, failed = summary(out)
+    assert 50 <= imported < len(media) and failed == 0, last
+    no_side_files_left(mount.roll)
+    assert len(os.listdir(mount.roll)) == imported
+
+    p, counts = import_("--mount", mount.mp, src, check=True)
+    assert counts[0] == len(media) - imported, p.stdout[-2000:]
+    facts = wait_for_index(mount.mp)
+    assert len(facts) == len(media)
+    assert set(facts.values()) == set(media.values())
+
+
+def test_album_puts_them_in_the_album_and_the_roll(mount, photos):
+    src, media, _ = photos
+    trip = {rel: h for rel, h in media.items() if rel.startswith("Archive/2019/")}
+    p, counts = import_("--mount", mount.mp, "--album", "Trips/2019", src / "Archive/2019", check=True)
+    assert counts == (len(trip), 0, 0, 0)
+    album = mount.albums / "Trips" / "2019"
+    assert sorted(os.listdir(album)) == sorted(Path(rel).name for rel in trip)
+    roll = {ino(mount.roll / n): n for n in os.listdir(mount.roll)}
+    for name in os.listdir(album):
+        assert ino(album / name) in roll and nlink(album / name) == 2
+    assert "-> Albums/Trips/2019/trip 000.jpeg" in p.stdout
+    no_side_files_left(album)
+
+
+def test_usage_errors(mount, tmp_path):
+    for args, message in [(["--mount", mount.mp], "SOURCE"),
+                          (["--mount", mount.mp, "--store", tmp_path, tmp_path], "not both"),
+                          (["--mount", mount.mp, "--album", "../x", tmp_path], "--album"),
+                          (["--mount", tmp_path, tmp_path], "not an albumfs mount point"),
+                          (["--mount", mount.mp, tmp_path / "missing"], "missing")]:
+        p = run([ALBUMFS, "import", *args], check=False, text=True)
+        assert p.returncode == 2 and message in p.stderr, (args, p.stderr)
