@@ -24,7 +24,8 @@ enum CommandLineInterface {
         options (rw, nosuid, noatime, …); unknown options are refused.
         import copies the photos and videos under each SOURCE into Camera Roll/
         (or Albums/PATH/), keeping modification times and skipping what the
-        library already has (by SHA-256), through the library's mount.
+        library already has (by SHA-256); a mounted library is used through its
+        mount, an unmounted one is mounted privately for the import.
         Exit status: 0 ok, 1 fsck found problems (import: some files failed),
         2 usage, 3 unusable store, 4 mount point missing or mount failed,
         130 import interrupted by Ctrl-C (run it again to finish).

@@ -7,8 +7,10 @@ import Glibc
 /// (made if missing; the roll gets them too), keeping modification times
 /// and skipping files whose SHA-256 the library already has (see Importer).
 ///
-/// Always through a mount: the one given, or the store's own mount. A
-/// second run after Ctrl-C copies only what is missing.
+/// Always through a mount: the one given, the store's own mount if it is
+/// mounted, else a private one made for the import (PrivateMount), which
+/// is unmounted whatever happens. A second run after Ctrl-C copies only
+/// what is missing.
 ///
 /// Exit status: 0 when every photo and video was imported or was a
 /// duplicate (other files are skipped and counted); 1 when some failed;
@@ -62,7 +64,9 @@ struct ImportCommand {
         if let point = StatsCommand.mounts().first(where: { $0.store == location.root })?.mountPoint {
             return try importThrough(point)
         }
-        throw CommandFailure(.usage, "the store \(location.root) is not mounted: mount it (albumfs mount) or give --mount MNT")
+        let mount = try PrivateMount.mount(store: store)
+        defer { mount.unmount() }
+        return try importThrough(mount.point)
     }
 
     private func importThrough(_ point: String) throws(CommandFailure) -> Int32 {

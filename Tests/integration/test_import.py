@@ -203,6 +203,35 @@ def test_album_puts_them_in_the_album_and_the_roll(mount, photos):
     no_side_files_left(album)
 
 
+def albumfs_mounts_of(store: Path) -> list[str]:
+    return [e[1] for e in mount_entries() if e[2] == "fuse.albumfs" and e[0] == os.fspath(store)]
+
+
+def test_an_unmounted_store_is_mounted_privately_and_always_unmounted(mount_factory, photos, tmp_path):
+    src, media, _ = photos
+    lib = mount_factory("lib", start=False)
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {"XDG_RUNTIME_DIR": os.fspath(runtime)}
+    trip = {rel: h for rel, h in media.items() if rel.startswith("Archive/2019/")}
+
+    # Interrupted: still unmounted, the private directory gone, the store free.
+    rc, out = interrupt_after([ALBUMFS, "import", "--store", lib.store, src / "Archive/2019"], 10, env=env)
+    assert rc == 130, out[-2000:]
+    assert albumfs_mounts_of(lib.store) == [] and os.listdir(runtime) == []
+
+    p, counts = import_("--store", lib.store, src / "Archive/2019", env=env, check=True)
+    assert counts[0] == len(trip) - summary(out)[0] and counts[3] == 0, p.stdout[-2000:]
+    assert albumfs_mounts_of(lib.store) == [] and os.listdir(runtime) == []
+
+    lib.start()
+    assert set(wait_for_index(lib.mp).values()) == set(trip.values())
+    # Mounted now: the import goes through that mount (no second one; it would be refused).
+    p, counts = import_("--store", lib.store, src / "Archive", env=env, check=True)
+    assert counts == (0, len(trip) + 1, 1, 0), p.stdout[-2000:]
+    assert albumfs_mounts_of(lib.store) == [os.fspath(lib.mp)] and os.listdir(runtime) == []
+
+
 def test_usage_errors(mount, tmp_path):
     for args, message in [(["--mount", mount.mp], "SOURCE"),
                           (["--mount", mount.mp, "--store", tmp_path, tmp_path], "not both"),
