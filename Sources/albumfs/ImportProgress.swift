@@ -67,8 +67,9 @@ final class ImportProgress {
         let now = LibraryHashes.monotonicSeconds()
         guard force || now - lastDrawn >= 0.1 else { return }
         lastDrawn = now
-        emit("\r" + Self.bar(files: done.files, of: total.files, bytes: done.bytes + current, of: total.bytes,
-                             seconds: now - started) + "\u{1B}[K", to: STDOUT_FILENO)
+        let line = Self.bar(files: done.files, of: total.files, bytes: done.bytes + current, of: total.bytes,
+                            seconds: now - started)
+        emit("\r" + Self.fitted(line, columns: Self.columns()) + "\u{1B}[K", to: STDOUT_FILENO)
         barShown = true
     }
 
@@ -77,16 +78,37 @@ final class ImportProgress {
     }
 
     /// `[#######·············]  123/500 files  45.2/180.0 MiB  12.3 MiB/s  0:11 left`
+    /// The time left is the larger of what the bytes and the files left
+    /// say at the rates so far (small files cost their round trips more
+    /// than their bytes).
     static func bar(files: Int, of totalFiles: Int, bytes: Int64, of totalBytes: Int64, seconds: Double) -> String {
         let width = 20
         let fraction = totalBytes > 0 ? min(1, Double(bytes) / Double(totalBytes))
                                       : (totalFiles > 0 ? Double(files) / Double(totalFiles) : 1)
         let filled = Int(fraction * Double(width))
         let rate = seconds > 0 ? Double(bytes) / seconds : 0
-        let left = rate > 0 ? Double(totalBytes - bytes) / rate : nil
+        let fileRate = seconds > 0 ? Double(files) / seconds : 0
+        var left: Double?
+        if rate > 0 && fileRate > 0 {
+            left = max(Double(totalBytes - bytes) / rate, Double(totalFiles - files) / fileRate)
+        }
         return "[" + String(repeating: "#", count: filled) + String(repeating: "·", count: width - filled) + "]"
             + "  \(files)/\(totalFiles) files  \(mebibytes(bytes))/\(mebibytes(totalBytes)) MiB"
             + "  \(mebibytes(Int64(rate))) MiB/s  " + (left.map { clock($0) + " left" } ?? "-:-- left")
+    }
+
+    /// A line that wraps can no longer be redrawn with `\r`: on a narrow
+    /// terminal the bar's picture goes first, then the end of the text.
+    static func fitted(_ line: String, columns: Int) -> String {
+        guard columns > 0, line.count >= columns else { return line }
+        let text = line.drop(while: { $0 != "]" }).dropFirst(3)
+        return String(text.prefix(columns - 1))
+    }
+
+    /// The terminal's width (TIOCGWINSZ), or 0 when unknown.
+    static func columns() -> Int {
+        var size = winsize()
+        return systemIoctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0 ? Int(size.ws_col) : 0
     }
 
     /// Bytes as MiB with one decimal.
@@ -114,3 +136,7 @@ final class ImportProgress {
         }
     }
 }
+
+/// ioctl(2) with its one pointer argument (Swift does not import C variadics).
+@_silgen_name("ioctl")
+private func systemIoctl(_ fd: Int32, _ request: UInt, _ argument: UnsafeMutableRawPointer) -> Int32

@@ -240,3 +240,49 @@ def test_usage_errors(mount, tmp_path):
                           (["--mount", mount.mp, tmp_path / "missing"], "missing")]:
         p = run([ALBUMFS, "import", *args], check=False, text=True)
         assert p.returncode == 2 and message in p.stderr, (args, p.stderr)
+
+
+def run_on_terminal(cmd: list, timeout: float = 60) -> tuple[int, str]:
+    """Runs cmd with its stdout and stderr on a pseudo-terminal; (exit status, what it showed)."""
+    import pty
+    import select
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([os.fspath(c) for c in cmd], stdin=subprocess.DEVNULL, stdout=terminal,
+                            stderr=terminal, close_fds=True)
+    os.close(terminal)
+    shown = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([controller], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(controller, 65536)
+                except OSError:   # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            elif proc.poll() is not None:
+                break
+        rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(controller)
+    return rc, shown.decode(errors="replace")
+
+
+def test_a_progress_bar_redrawn_in_place_on_a_terminal(mount, photos):
+    src, media, _ = photos
+    rc, shown = run_on_terminal([ALBUMFS, "import", "--mount", mount.mp, src])
+    assert rc == 0, shown[-2000:]
+    bar = re.compile(r"\r\[[#·]{20}\]  (\d+)/(\d+) files  [\d.]+/[\d.]+ MiB  [\d.]+ MiB/s  (\d+:\d\d|-:--) left\x1b\[K")
+    frames = bar.findall(shown)
+    assert frames, shown[-2000:]
+    assert all(int(total) == len(media) + 4 for _, total, _ in frames)
+    assert int(frames[-1][0]) == len(media) + 4, "the last frame shows every file done"
+    assert not re.search(r"(^|[\r\n])imported ", shown), "no line per file on a terminal: the bar says it"
+    assert summary(shown.replace("\r", "\n"))[0] == len(media)
+
