@@ -83,7 +83,7 @@ struct ImportCommand {
         for failure in walkFailures { toStandardError("albumfs: cannot read \(failure)\n") }
 
         // What the library has: wait for its daemon to read every asset.
-        var known = Set<String>()
+        var known: [String: BytePath] = [:]
         let waited = LibraryHashes.waitForIndexing(of: root) { left in
             progress.note("waiting for the library to read \(left) asset\(left == 1 ? "" : "s") (their SHA-256)")
         }
@@ -97,7 +97,7 @@ struct ImportCommand {
             }
         }
 
-        let importer = Importer(destination: destination, label: label, known: known, progress: progress)
+        let importer = Importer(destination: destination, label: label, known: known, intoAlbum: album != nil, progress: progress)
         var stop: Importer.Stop?
         if Interruption.received != nil {
             stop = .interrupted

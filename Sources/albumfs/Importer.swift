@@ -50,15 +50,21 @@ final class Importer {
     /// How the destination is named in messages: `Camera Roll`, `Albums/Trips/2024`.
     let destinationLabel: String
     let progress: ImportProgress
-    var known: Set<String>
+    /// SHA-256 → an entry of the library's asset with that content (the
+    /// roll's, or the one this run made).
+    var known: [String: BytePath]
+    /// Importing into an album: a duplicate is added to it (`ln`), as
+    /// Photos adds an already imported photo to the album it imports into.
+    let intoAlbum: Bool
     private(set) var counts = Counts()
     private let sidePath: BytePath
     private var buffer = [UInt8](repeating: 0, count: Importer.chunkSize)
 
-    init(destination: BytePath, label: String, known: Set<String>, progress: ImportProgress) {
+    init(destination: BytePath, label: String, known: [String: BytePath], intoAlbum: Bool, progress: ImportProgress) {
         self.destination = destination
         self.destinationLabel = label
         self.known = known
+        self.intoAlbum = intoAlbum
         self.progress = progress
         self.sidePath = destination.appending(".albumfs-import-\(getpid()).tmp")
         sidePath.withCString { _ = unlink($0) }   // a leftover of an earlier process with this id
@@ -125,7 +131,11 @@ final class Importer {
         }
         let name = file.path.name
         let fileExtension = String(decoding: name.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).last ?? [], as: UTF8.self).lowercased()
-        guard facts.kind == .photo || facts.kind == .video, !Self.sidecarExtensions.contains(fileExtension) else {
+        guard !Self.sidecarExtensions.contains(fileExtension) else {
+            counts.other += 1
+            return progress.finished("skipped \(file.path): a camera's thumbnail of a video", bytes: file.size)
+        }
+        guard facts.kind == .photo || facts.kind == .video else {
             counts.other += 1
             return progress.finished("skipped \(file.path): not a photo or video (\(facts.type ?? "unknown type"))", bytes: file.size)
         }
@@ -133,9 +143,19 @@ final class Importer {
             counts.other += 1
             return progress.finished("skipped \(file.path): a temporary file by its name", bytes: file.size)
         }
-        guard !known.contains(facts.sha256) else {
+        if let existing = known[facts.sha256] {
             counts.duplicates += 1
-            return progress.finished("duplicate \(file.path): already in the library (SHA-256 \(facts.sha256.prefix(12)))", bytes: file.size)
+            var line = "duplicate \(file.path): already in the library (SHA-256 \(facts.sha256.prefix(12)))"
+            if intoAlbum {
+                do throws(CopyFailure) {
+                    if let added = try link(existing, as: name) {
+                        line += "; added to \(destinationLabel)/\(String(decoding: added, as: UTF8.self))"
+                    }
+                } catch {
+                    if case .library(let message) = error { line += "; not added to \(destinationLabel): \(message)" }
+                }
+            }
+            return progress.finished(line, bytes: file.size)
         }
         let given: [UInt8]
         do throws(CopyFailure) {
@@ -149,7 +169,7 @@ final class Importer {
                 throw .library(message)
             }
         }
-        known.insert(facts.sha256)
+        known[facts.sha256] = destination.appending(given)
         counts.imported += 1
         counts.importedBytes += file.size
         progress.finished("imported \(file.path) -> \(destinationLabel)/\(String(decoding: given, as: UTF8.self))", bytes: file.size)
@@ -209,6 +229,22 @@ final class Importer {
             copied += Int64(count)
             progress.copying(copied)
         }
+    }
+
+    /// Adds the asset at `existing` to the destination album under `name`
+    /// (or its first free `(n)` form); nil when the album holds it already.
+    private func link(_ existing: BytePath, as name: [UInt8]) throws(CopyFailure) -> [UInt8]? {
+        guard let asset = existing.status() else { throw .library("\(existing): \(SystemError("stat"))") }
+        for n in 1...100_000 {
+            let candidate = n == 1 ? name : Names.numbered(name, n)
+            let target = destination.appending(candidate)
+            let rc = existing.withCString { from in target.withCString { to in Glibc.link(from, to) } }
+            if rc == 0 { return candidate }
+            guard errno == EEXIST else { throw .library("ln \(existing) \(target): \(SystemError("link"))") }
+            // EEXIST: the name is taken, or the album holds the asset under another name.
+            guard let holder = target.status(), holder.st_ino != asset.st_ino else { return nil }
+        }
+        throw .library("no free name for \(String(decoding: name, as: UTF8.self)) in \(destination)")
     }
 
     /// `name`, else the first free `name (n)` (the daemon's own `(n)` rule).

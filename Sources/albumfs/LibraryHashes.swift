@@ -28,7 +28,8 @@ enum LibraryHashes {
     }
 
     struct Collected {
-        var hashes: Set<String> = []
+        /// SHA-256 → the roll entry of an asset with that content.
+        var hashes: [String: BytePath] = [:]
         /// Entries we hashed ourselves (no attribute yet).
         var hashedHere = 0
         var failures: [String] = []
@@ -46,7 +47,7 @@ enum LibraryHashes {
             if Interruption.received != nil { break }
             let path = roll.appending(name)
             if let hash = path.extendedAttribute("user.albumfs.sha256"), hash.utf8.count == 64 {
-                collected.hashes.insert(hash)
+                collected.hashes[hash] = path
                 continue
             }
             guard let info = path.status(), info.st_mode & S_IFMT == S_IFREG else { continue }
@@ -54,7 +55,7 @@ enum LibraryHashes {
             guard fd >= 0 else { collected.failures.append("\(path): \(SystemError("open"))"); continue }
             defer { close(fd) }
             do {
-                collected.hashes.insert(try MediaReader.hashOnly(fileDescriptor: fd))
+                collected.hashes[try MediaReader.hashOnly(fileDescriptor: fd)] = path
                 collected.hashedHere += 1
             } catch {
                 collected.failures.append("\(path): \(error)")

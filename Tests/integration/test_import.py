@@ -190,17 +190,29 @@ def test_ctrl_c_in_the_middle_then_a_rerun_imports_every_file_exactly_once(mount
 
 
 def test_album_puts_them_in_the_album_and_the_roll(mount, photos):
+    """--album: the new ones land in the album and the roll; the ones the library already has
+    are added to the album (ln), as Photos does, under the source's name."""
     src, media, _ = photos
     trip = {rel: h for rel, h in media.items() if rel.startswith("Archive/2019/")}
+    already = sorted(trip)[:10]
+    for i, rel in enumerate(already):
+        shutil.copyfile(src / rel, mount.roll / f"old {i}.jpg")
     p, counts = import_("--mount", mount.mp, "--album", "Trips/2019", src / "Archive/2019", check=True)
-    assert counts == (len(trip), 0, 0, 0)
+    assert counts == (len(trip) - len(already), len(already), 0, 0)
     album = mount.albums / "Trips" / "2019"
     assert sorted(os.listdir(album)) == sorted(Path(rel).name for rel in trip)
     roll = {ino(mount.roll / n): n for n in os.listdir(mount.roll)}
+    assert len(roll) == len(trip)
     for name in os.listdir(album):
         assert ino(album / name) in roll and nlink(album / name) == 2
-    assert "-> Albums/Trips/2019/trip 000.jpeg" in p.stdout
+    assert ino(album / "trip 000.jpeg") == ino(mount.roll / "old 0.jpg")
+    assert "-> Albums/Trips/2019/trip 010.jpeg" in p.stdout
+    assert "trip 000.jpeg: already in the library (SHA-256 " in p.stdout
+    assert "; added to Albums/Trips/2019/trip 000.jpeg" in p.stdout
     no_side_files_left(album)
+    # Again: nothing to import, nothing to add.
+    p, counts = import_("--mount", mount.mp, "--album", "Trips/2019", src / "Archive/2019", check=True)
+    assert counts == (0, len(trip), 0, 0) and "added to" not in p.stdout
 
 
 def albumfs_mounts_of(store: Path) -> list[str]:
