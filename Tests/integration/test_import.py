@@ -298,3 +298,15 @@ def test_a_progress_bar_redrawn_in_place_on_a_terminal(mount, photos):
     assert not re.search(r"(^|[\r\n])imported ", shown), "no line per file on a terminal: the bar says it"
     assert summary(shown.replace("\r", "\n"))[0] == len(media)
 
+
+
+def test_exit_1_when_a_photo_cannot_be_imported(mount_factory, photos):
+    """A library mounted read-only: the first copy fails (EROFS), the import stops there (every
+    next one would fail too) and says so; exit 1, not 0."""
+    src, _, _ = photos
+    lib = mount_factory("ro", options=["ro"])
+    p, counts = import_("--mount", lib.mp, src / "Archive/2019")
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    assert counts == (0, 0, 0, 1)
+    assert p.stdout.strip().splitlines()[-1].startswith("stopped: ")
+    assert "Read-only file system" in p.stderr
