@@ -66,8 +66,25 @@ final class Importer {
         self.known = known
         self.intoAlbum = intoAlbum
         self.progress = progress
-        self.sidePath = destination.appending(".albumfs-import-\(getpid()).tmp")
-        sidePath.withCString { _ = unlink($0) }   // a leftover of an earlier process with this id
+        self.sidePath = destination.appending(Self.sideName(getpid()))
+        removeLeftovers()
+    }
+
+    private static let sidePrefix = ".albumfs-import-"
+    static func sideName(_ pid: pid_t) -> String { "\(sidePrefix)\(pid).tmp" }
+
+    /// The side files of imports that were killed (SIGKILL, a power cut):
+    /// those whose process is gone. Side files never show in the roll, but
+    /// they take space and show in `ls -a` of their directory.
+    private func removeLeftovers() {
+        guard case .success(let names) = destination.directoryEntries() else { return }
+        for name in names where name.starts(with: Array(Self.sidePrefix.utf8)) {
+            let text = String(decoding: name, as: UTF8.self)
+            guard let pid = pid_t(text.dropFirst(Self.sidePrefix.count).dropLast(4)), text == Self.sideName(pid) else { continue }
+            if pid == getpid() || (kill(pid, 0) != 0 && errno == ESRCH) {
+                destination.appending(name).withCString { _ = unlink($0) }
+            }
+        }
     }
 
     // MARK: the files to import

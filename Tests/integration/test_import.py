@@ -189,6 +189,18 @@ def test_ctrl_c_in_the_middle_then_a_rerun_imports_every_file_exactly_once(mount
     assert set(facts.values()) == set(media.values())
 
 
+def test_side_files_of_killed_imports_are_removed(mount, photos):
+    """A SIGKILLed import leaves its side file (never in the roll's assets): the next import
+    into that directory removes it, and leaves a running import's side file alone."""
+    src, _, _ = photos
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    dead = next(p for p in range(pid_max - 1, 1, -1) if not Path(f"/proc/{p}").exists())
+    (mount.roll / f".albumfs-import-{dead}.tmp").write_bytes(b"half a photo")
+    (mount.roll / f".albumfs-import-{os.getpid()}.tmp").write_bytes(b"being written")
+    import_("--mount", mount.mp, src / "Archive/2019", check=True)
+    assert sorted(n for n in os.listdir(mount.roll) if n.startswith(".")) == [f".albumfs-import-{os.getpid()}.tmp"]
+
+
 def test_album_puts_them_in_the_album_and_the_roll(mount, photos):
     """--album: the new ones land in the album and the roll; the ones the library already has
     are added to the album (ln), as Photos does, under the source's name."""
