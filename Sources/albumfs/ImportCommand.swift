@@ -104,25 +104,29 @@ struct ImportCommand {
         } else {
             do { try importer.run(files) } catch { stop = error }
         }
-        let c = importer.counts
-        if c.imported > 0 { Self.synchronize(storeMountedOn: point) }
-        var summary = "\(c.imported) imported (\(ImportProgress.mebibytes(c.importedBytes)) MiB), "
+        if importer.counts.imported > 0 { Self.synchronize(storeMountedOn: point) }
+        return Self.finish(importer.counts, walkFailures: walkFailures.count, of: files.count, stop: stop, progress)
+    }
+
+    /// Prints the summary line and gives the exit status.
+    private static func finish(_ c: Importer.Counts, walkFailures: Int, of files: Int, stop: Importer.Stop?,
+                               _ progress: ImportProgress) -> Int32 {
+        let failed = c.failed + walkFailures
+        let summary = "\(c.imported) imported (\(ImportProgress.mebibytes(c.importedBytes)) MiB), "
             + "\(c.duplicates) duplicate\(c.duplicates == 1 ? "" : "s") skipped, "
             + "\(c.other) other file\(c.other == 1 ? "" : "s") skipped (not photos or videos), "
-            + "\(c.failed + walkFailures.count) failed, in \(String(format1: progress.elapsed)) s"
+            + "\(failed) failed, in \(String(format1: progress.elapsed)) s"
         switch stop {
         case .interrupted:
-            let signal = Interruption.received ?? SIGINT
-            let left = files.count - c.imported - c.duplicates - c.other - c.failed
-            summary = "interrupted (\(left) not looked at: run the same import again to finish): " + summary
-            progress.summary(summary)
-            return 128 + signal
+            let left = files - c.imported - c.duplicates - c.other - c.failed
+            progress.summary("interrupted (\(left) not looked at: run the same import again to finish): " + summary)
+            return 128 + (Interruption.received ?? SIGINT)
         case .library(let message):
             progress.summary("stopped: \(message): " + summary)
             return ExitCode.problemsFound.rawValue
         case nil:
             progress.summary(summary)
-            return c.failed + walkFailures.count == 0 ? ExitCode.success.rawValue : ExitCode.problemsFound.rawValue
+            return failed == 0 ? ExitCode.success.rawValue : ExitCode.problemsFound.rawValue
         }
     }
 
