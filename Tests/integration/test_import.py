@@ -322,3 +322,18 @@ def test_exit_1_when_a_photo_cannot_be_imported(mount_factory, photos):
     assert counts == (0, 0, 0, 1)
     assert p.stdout.strip().splitlines()[-1].startswith("stopped: ")
     assert "Read-only file system" in p.stderr
+
+
+def test_names_that_are_not_utf8_are_imported_byte_for_byte(mount, photos, tmp_path):
+    """An old archive's Latin-1 name: opened, copied and named by its bytes (SEMANTICS.md § Assets
+    and entries: names are byte strings)."""
+    src, _, _ = photos
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    name = b"caf\xe9 2003.jpg"
+    shutil.copyfile(src / "DCIM/100APPLE/IMG_0000.JPG", os.path.join(bytes(archive), name))
+    p, counts = import_("--mount", mount.mp, archive, check=True)
+    assert counts == (1, 0, 0, 0)
+    assert os.listdir(bytes(mount.roll)) == [name]
+    assert sha256(os.path.join(bytes(mount.roll), name).decode("utf-8", "surrogateescape")) == \
+        sha256(src / "DCIM/100APPLE/IMG_0000.JPG")
