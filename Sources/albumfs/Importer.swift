@@ -137,7 +137,7 @@ final class Importer {
     }
 
     private func importFile(_ file: SourceFile) throws(Stop) {
-        let source = file.path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) }
+        let source = file.path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
         guard source >= 0 else { return failed(file, "\(SystemError("open"))") }
         defer { close(source) }
         let facts: MediaFacts

@@ -326,14 +326,20 @@ def test_exit_1_when_a_photo_cannot_be_imported(mount_factory, photos):
 
 def test_names_that_are_not_utf8_are_imported_byte_for_byte(mount, photos, tmp_path):
     """An old archive's Latin-1 name: opened, copied and named by its bytes (SEMANTICS.md § Assets
-    and entries: names are byte strings)."""
+    and entries: names are byte strings). A symbolic link in a folder is not followed; one given
+    as SOURCE is."""
     src, _, _ = photos
     archive = tmp_path / "archive"
     archive.mkdir()
     name = b"caf\xe9 2003.jpg"
     shutil.copyfile(src / "DCIM/100APPLE/IMG_0000.JPG", os.path.join(bytes(archive), name))
+    os.symlink(src / "DCIM/101APPLE/IMG_0000.JPG", tmp_path / "link.jpg")   # not entered in a folder
+    os.symlink(archive / "caf\udce9 2003.jpg", archive / "link.jpg")
     p, counts = import_("--mount", mount.mp, archive, check=True)
     assert counts == (1, 0, 0, 0)
+    p, counts = import_("--mount", mount.mp, tmp_path / "link.jpg", check=True)   # but given by name: followed
+    assert counts == (1, 0, 0, 0) and (mount.roll / "link.jpg").exists()
+    os.unlink(mount.roll / "link.jpg")
     assert os.listdir(bytes(mount.roll)) == [name]
     assert sha256(os.path.join(bytes(mount.roll), name).decode("utf-8", "surrogateescape")) == \
         sha256(src / "DCIM/100APPLE/IMG_0000.JPG")
