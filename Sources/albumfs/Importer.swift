@@ -161,7 +161,6 @@ final class Importer {
             return progress.finished("skipped \(file.path): a temporary file by its name", bytes: file.size)
         }
         if let existing = known[facts.sha256] {
-            counts.duplicates += 1
             var line = "duplicate \(file.path): already in the library (SHA-256 \(facts.sha256.prefix(12)))"
             if intoAlbum {
                 do throws(CopyFailure) {
@@ -169,9 +168,11 @@ final class Importer {
                         line += "; added to \(destinationLabel)/\(String(decoding: added, as: UTF8.self))"
                     }
                 } catch {
-                    if case .library(let message) = error { line += "; not added to \(destinationLabel): \(message)" }
+                    // Not where it was asked for: a failure (exit 1), not a duplicate.
+                    return failed(file, "already in the library, but not added to \(destinationLabel): \(error)")
                 }
             }
+            counts.duplicates += 1
             return progress.finished(line, bytes: file.size)
         }
         let given: [UInt8]
@@ -197,12 +198,19 @@ final class Importer {
         progress.finished("failed \(file.path): \(message)", bytes: file.size, always: true, toStandardError: true)
     }
 
-    private enum CopyFailure: Error {
+    private enum CopyFailure: Error, CustomStringConvertible {
         case interrupted
         /// This file only (its source could not be read).
         case file(String)
         /// The library: every next file would fail too.
         case library(String)
+
+        var description: String {
+            switch self {
+            case .interrupted: return "interrupted"
+            case .file(let message), .library(let message): return message
+            }
+        }
     }
 
     /// Copies into the side file, then renames it to a free name; returns that name.

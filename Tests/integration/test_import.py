@@ -322,6 +322,15 @@ def test_exit_1_when_a_photo_cannot_be_imported(mount_factory, photos):
     assert counts == (0, 0, 0, 1)
     assert p.stdout.strip().splitlines()[-1].startswith("stopped: ")
     assert "Read-only file system" in p.stderr
+    # A duplicate that cannot be added to the album asked for is a failure too, not a duplicate.
+    lib.remount()
+    (lib.albums / "Trip").mkdir()
+    shutil.copyfile(src / "Archive/2019/trip/trip 000.jpeg", lib.roll / "a.jpeg")
+    wait_for_index(lib.mp)
+    lib.remount(options=["ro"])
+    p, counts = import_("--mount", lib.mp, "--album", "Trip", src / "Archive/2019/trip/trip 000.jpeg")
+    assert p.returncode == 1 and counts == (0, 0, 0, 1), p.stdout + p.stderr
+    assert "already in the library, but not added to Albums/Trip" in p.stderr
 
 
 def test_names_that_are_not_utf8_are_imported_byte_for_byte(mount, photos, tmp_path):
