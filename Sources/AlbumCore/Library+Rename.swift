@@ -16,11 +16,18 @@ extension Library {
                        flags: RenameFlags = [], by caller: Caller = Caller(uid: 0, gid: 0)) throws(LibraryError) -> ChangeSet {
         if flags.contains(.exchange) { throw .invalidArgument }
         try Names.validate(newName)
-        return try mutate(by: caller) { m in
+        let (becameAsset, changes) = try mutate(by: caller) { m -> NodeID? in
             let source = try m.db.child(of: oldParent, named: oldName)
+            let wasSideFile = try source.map { try m.db.kind(of: $0) == .sideFile } ?? false
             try m.rename(oldParent, oldName, to: newParent, newName, noReplace: flags.contains(.noReplace))
             m.changes.handledByKernel(directories: [oldParent, newParent], node: source)
-        }.1
+            guard wasSideFile, let source, try m.db.kind(of: source) == .asset else { return nil }
+            return source
+        }
+        // rsync's `.x.TMP` → `x`: its last writer closed it while it was a
+        // side file (which has no facts), so it is read now.
+        if let becameAsset { indexer?.enqueue(becameAsset, of: self) }
+        return changes
     }
 }
 

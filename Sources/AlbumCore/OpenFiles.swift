@@ -224,8 +224,9 @@ final class OpenFiles: Sendable {
 
     /// `stored` with the live size and times of an open file laid over it.
     func overlay(_ stored: Attributes) -> Attributes {
-        // Directories are never open for writing: no lock, no array.
-        guard stored.kind == .asset else { return stored }
+        // Directories are never open for writing: no lock, no array. Side
+        // files are files like assets (written through passthrough too).
+        guard stored.kind.hasData else { return stored }
         return overlay([stored])[0]
     }
 
@@ -235,7 +236,7 @@ final class OpenFiles: Sendable {
         files.withLock { files in
             guard !files.isEmpty else { return listing }
             return listing.map { stored in
-                guard stored.kind == .asset, var file = files[stored.id] else { return stored }
+                guard stored.kind.hasData, var file = files[stored.id] else { return stored }
                 if !file.directWriters.isEmpty {
                     Self.refresh(&file)
                     files[stored.id] = file

@@ -14,6 +14,7 @@ enum CommandLineInterface {
                albumfs dedupe [--dry-run] [--store DIR | MOUNTPOINT]
                albumfs index --wait [--timeout SECONDS] MOUNTPOINT
                albumfs stats [--json] [--store DIR | MOUNTPOINT]
+               albumfs import [--album PATH] [--mount MNT | --store DIR] SOURCE…
                albumfs unmount MOUNTPOINT
                albumfs --help | --version
 
@@ -22,8 +23,13 @@ enum CommandLineInterface {
         albumfs init DIR (or mount --create). Options: ro, allow_other, nopassthrough (file
         data through the daemon, not FUSE passthrough), and the generic mount
         options (rw, nosuid, noatime, …); unknown options are refused.
-        Exit status: 0 ok, 1 fsck found problems, 2 usage, 3 unusable store,
-        4 mount point missing or mount failed.
+        import copies the photos and videos under each SOURCE into Camera Roll/
+        (or Albums/PATH/), keeping modification times and skipping what the
+        library already has (by SHA-256); a mounted library is used through its
+        mount, an unmounted one is mounted privately for the import.
+        Exit status: 0 ok, 1 fsck found problems (import: some files failed),
+        2 usage, 3 unusable store, 4 mount point missing or mount failed,
+        130 import interrupted by Ctrl-C (run it again to finish).
         """
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -47,6 +53,8 @@ enum CommandLineInterface {
                 return try IndexCommand(parsing: Array(arguments.dropFirst())).run()
             case "dedupe":
                 return try DedupeCommand(parsing: Array(arguments.dropFirst())).run()
+            case "import":
+                return try ImportCommand(parsing: Array(arguments.dropFirst())).run()
             case "stats":
                 return try StatsCommand(parsing: Array(arguments.dropFirst())).run()
             case "unmount", "umount":

@@ -10,8 +10,8 @@ import SQLiteKit
 @Suite("Direct writes: size and mtime from the content file")
 struct DirectWriteTests {
     /// A new asset in `parent`, open for writing with its writes bypassing the daemon.
-    private func openDirect(_ store: TestStore, in parent: NodeID = TestStore.roll) throws -> (NodeID, OpenFile) {
-        let id = try store.createFile(parent, "x")
+    private func openDirect(_ store: TestStore, in parent: NodeID = TestStore.roll, named name: String = "x") throws -> (NodeID, OpenFile) {
+        let id = try store.createFile(parent, name)
         let file = try store.library.open(id, writable: true, truncate: false)
         store.library.writesBypassDaemon(file)
         return (id, file)
@@ -87,6 +87,22 @@ struct DirectWriteTests {
         let a = try store.reopen().attributes(of: id)
         #expect(a.modificationTime == 1_000)
         #expect(a.size == 10)
+    }
+
+    @Test("a side file's mtime set after its last write stays, also once renamed to an asset before or after release (rsync, albumfs import)")
+    func explicitTimeOfSideFileWins() throws {
+        let store = try TestStore()
+        for releaseFirst in [false, true] {
+            let (id, file) = try openDirect(store, named: ".x.tmp")
+            writeBehind(file, [UInt8](repeating: 5, count: 10), at: 0)
+            _ = try store.library.setAttributes(id, AttributeChanges(modificationTime: .set(1_000)))
+            try store.library.flush(file)
+            if releaseFirst { try store.library.release(file) }
+            _ = try store.library.rename(TestStore.roll, Array(".x.tmp".utf8), to: TestStore.roll, Array("x-\(releaseFirst).jpg".utf8))
+            if !releaseFirst { try store.library.release(file) }
+            #expect(try store.library.attributes(of: id).modificationTime == 1_000, "release first: \(releaseFirst)")
+            #expect(try store.library.attributes(of: id).size == 10)
+        }
     }
 
     @Test("after a crash, an mtime set after the last write (cp -p) is kept; the size comes from the data")

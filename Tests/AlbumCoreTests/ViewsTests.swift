@@ -90,6 +90,20 @@ struct ViewsTests {
         #expect(xattr(store, id, "captured") == "2020-01-02T03:04:05Z")
     }
 
+    @Test("a side file renamed to an ordinary name (rsync's .x.TMP → x, albumfs import) is read as the asset it becomes")
+    func sideFileRenamedToAnAssetIsRead() throws {
+        let store = try indexedStore()
+        for directory in [roll, try store.makeAlbum("Trip")] {
+            let id = try store.createFile(directory, ".IMG_2.JPG.tmp", contents: bytes("kind=photo\ntype=image/jpeg"))
+            settled(store)
+            #expect(xattr(store, id, "sha256") == nil, "a side file is not an asset: it has no facts")
+            _ = try store.library.rename(directory, name(".IMG_2.JPG.tmp"), to: directory, name(directory == roll ? "IMG_2.JPG" : "IMG_3.JPG"))
+            settled(store)
+            #expect(xattr(store, id, "kind") == "photo")
+            #expect(xattr(store, id, "sha256")?.count == 64)
+        }
+    }
+
     @Test("By Date/YYYY/YYYY-MM holds each live asset by its capture date as written, else its modification month")
     func byDate() throws {
         let store = try indexedStore()
