@@ -155,10 +155,10 @@ extension FileSystem {
     /// from the write on, the release commits them, and a crash before that
     /// leaves the unfinished-write mark, from which the next mount takes
     /// size and mtime from the data. Measured as a normal user (bench,
-    /// 300 × 1 MiB and 512 MiB, ratio to a plain directory): a copied photo
-    /// costs 5 requests instead of 7; `cp -r` + sync 3.50 → 2.66, `cp` of
-    /// 512 MiB + sync 1.57 → 1.31. Readers stay cached (`keep_cache`):
-    /// direct reads were measured slower (README, "Benchmark").
+    /// 300 × 1 MiB and 512 MiB, ratio to a plain directory, medians of
+    /// runs): a copied photo costs 5 requests instead of 7; `cp -r` + sync
+    /// 4.34 → 2.82, `cp` of 512 MiB + sync 2.27 → 1.31. Readers stay cached
+    /// (`keep_cache`): direct reads were measured slower (README, "Benchmark").
     func writesThroughDaemon(_ file: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         guard file.isWritable else { return }
         if channel.hasDirectIOMmap { fi!.pointee.direct_io = 1 }
