@@ -12,17 +12,21 @@ import Synchronization
 ///   8 per 1 MiB photo that cp writes in 128 KiB pieces). albumfs then
 ///   clears set-ID bits itself, where the kernel says (FATTR_KILL_SUIDGID)
 ///   or where it must (chown, an open for writing: see SetIDBits);
-/// - FUSE_PASSTHROUGH, unless `-o nopassthrough` (see Passthrough.swift).
+/// - FUSE_PASSTHROUGH, unless `-o nopassthrough` (see Passthrough.swift);
+/// - FUSE_DIRECT_IO_ALLOW_MMAP: on the daemon path, handles that write are
+///   direct I/O (see FileSystem.writesThroughDaemon), and this keeps shared
+///   mmap working on them.
 ///
 /// INIT is the first request of a session and is answered before any other
 /// is read, so watching for it costs one comparison per request.
 final class DeviceChannel: Sendable {
-    private let wantsPassthrough: Bool
+    let wantsPassthrough: Bool
     /// The unique id of the INIT request while its reply is pending, and
     /// what the kernel offered in it.
     private let pendingInit = Atomic<UInt64>(0)
     private let offered = Atomic<UInt64>(0)
     private let negotiatedPassthrough = Atomic<Bool>(false)
+    private let negotiatedDirectIOMmap = Atomic<Bool>(false)
     private let descriptor = Atomic<Int32>(-1)
 
     init(wantsPassthrough: Bool) {
@@ -35,6 +39,9 @@ final class DeviceChannel: Sendable {
     /// Whether the INIT reply asked for passthrough (the kernel may still
     /// refuse a backing file: see `Passthrough.acquire`).
     var hasPassthrough: Bool { negotiatedPassthrough.load(ordering: .acquiring) }
+
+    /// Whether the kernel lets a direct I/O handle be mmapped shared.
+    var hasDirectIOMmap: Bool { negotiatedDirectIOMmap.load(ordering: .acquiring) }
 
     /// Takes over the session's device I/O. Call after fuse_session_mount,
     /// before the loop starts.
@@ -76,6 +83,7 @@ final class DeviceChannel: Sendable {
         reply.copyMemory(from: iov[1].iov_base, byteCount: length)
         let asked = albumfs_init_reply_patch(reply, length, offered.load(ordering: .relaxed), wantsPassthrough ? 1 : 0)
         negotiatedPassthrough.store(asked & ALBUMFS_ASKED_PASSTHROUGH != 0, ordering: .releasing)
+        negotiatedDirectIOMmap.store(asked & ALBUMFS_ASKED_DIRECT_IO_ALLOW_MMAP != 0, ordering: .releasing)
         var patched = [iov[0], iovec(iov_base: reply, iov_len: length)]
         return Glibc.writev(fd, &patched, 2)
     }

@@ -9,8 +9,17 @@ public enum Log {
     private static let toSyslog = Atomic<Bool>(false)
 
     public static func error(_ message: String) {
+        log(LOG_ERR, message)
+    }
+
+    /// What the daemon decided, once per mount (e.g. its data path).
+    public static func info(_ message: String) {
+        log(LOG_INFO, message)
+    }
+
+    private static func log(_ priority: Int32, _ message: String) {
         if toSyslog.load(ordering: .relaxed) {
-            message.withCString { text in withVaList([text]) { vsyslog(LOG_ERR, "%s", $0) } }
+            message.withCString { text in withVaList([text]) { vsyslog(priority, "%s", $0) } }
         } else {
             write("albumfs: " + message + "\n")
         }

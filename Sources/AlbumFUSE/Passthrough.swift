@@ -22,9 +22,9 @@ import Synchronization
 /// reports a block size: the kernel must have taken the INIT request, and
 /// registering a backing file (the store's content marker) must work. It
 /// does not as a non-root daemon (EPERM), nor for a store inside another
-/// FUSE or overlay mount (ELOOP: the stack would be too deep); the latter is
-/// logged. A registration that fails later with anything but EPERM turns it
-/// off for the rest of the mount, once, logged.
+/// FUSE or overlay mount (ELOOP: the stack would be too deep). The decision
+/// and its reason are logged, one line per mount. A registration that fails
+/// later turns it off for the rest of the mount, once, logged.
 ///
 /// What the daemon gives up: it never sees those writes. `Library`'s live
 /// state takes the content file's size and mtime instead
@@ -59,11 +59,28 @@ final class Passthrough: Sendable {
         default:
             return deciding.withLock { _ in
                 if state.load(ordering: .acquiring) == 0 {
-                    state.store(channel.hasPassthrough && probe() ? 1 : 2, ordering: .releasing)
+                    let on = decide()
+                    state.store(on ? 1 : 2, ordering: .releasing)
                 }
                 return state.load(ordering: .acquiring) == 1
             }
         }
+    }
+
+    /// The mount's one decision, logged with its reason.
+    private func decide() -> Bool {
+        let daemonPath = "file data goes through the daemon"
+        if !channel.wantsPassthrough {
+            Log.info("\(daemonPath) (-o nopassthrough)")
+            return false
+        }
+        if !channel.hasPassthrough {
+            Log.info("\(daemonPath) (this kernel offers no FUSE passthrough: Linux 6.9+ has it)")
+            return false
+        }
+        if !probe() { return false }
+        Log.info("file data: FUSE passthrough (the kernel reads and writes the content files itself)")
+        return true
     }
 
     /// Registers and drops a backing file: whether the kernel takes ours.
@@ -83,10 +100,12 @@ final class Passthrough: Sendable {
         return true
     }
 
-    /// The kernel turned a backing file down. EPERM: not root (or INIT was
-    /// not taken), the expected case of a user's mount, not worth a line.
+    /// The kernel turned a backing file down. EPERM: the daemon lacks
+    /// CAP_SYS_ADMIN, the expected case of a user's mount.
     private func refusedBacking(_ code: Int32) {
-        if code != EPERM {
+        if code == EPERM {
+            Log.info("file data goes through the daemon (FUSE passthrough needs CAP_SYS_ADMIN: the kernel refused a backing file, EPERM)")
+        } else {
             Log.error("FUSE passthrough is off for this mount: the kernel refused a backing file (\(String(cString: strerror(code)))); file data goes through the daemon")
         }
     }

@@ -24,6 +24,10 @@
 
 // FUSE_PASSTHROUGH is bit 37 of the 64-bit INIT flags: bit 5 of flags2.
 #define ALBUMFS_FUSE_PASSTHROUGH_FLAGS2 (1u << 5)
+// FUSE_DIRECT_IO_ALLOW_MMAP (7.39, Linux 6.6; bit 36: bit 4 of flags2):
+// shared mmap of a FOPEN_DIRECT_IO handle works, through the page cache,
+// and the kernel keeps that cache coherent with the handle's direct writes.
+#define ALBUMFS_FUSE_DIRECT_IO_ALLOW_MMAP_FLAGS2 (1u << 4)
 #define ALBUMFS_FOPEN_PASSTHROUGH (1u << 7)
 // A backing file of ours sits on a plain file system (depth 0), so the FUSE
 // mount is one level above it.
@@ -55,6 +59,7 @@ _Static_assert(sizeof(struct fuse_backing_map) == sizeof(struct albumfs_fuse_bac
 _Static_assert(FUSE_DEV_IOC_BACKING_OPEN == _IOW(229, 1, struct albumfs_fuse_backing_map), "FUSE_DEV_IOC_BACKING_OPEN changed");
 _Static_assert(FUSE_DEV_IOC_BACKING_CLOSE == _IOW(229, 2, uint32_t), "FUSE_DEV_IOC_BACKING_CLOSE changed");
 _Static_assert(FUSE_PASSTHROUGH == (1ULL << 37), "FUSE_PASSTHROUGH changed");
+_Static_assert(FUSE_DIRECT_IO_ALLOW_MMAP == (1ULL << 36), "FUSE_DIRECT_IO_ALLOW_MMAP changed");
 _Static_assert(FOPEN_PASSTHROUGH == (1u << 7), "FOPEN_PASSTHROUGH changed");
 #else
 _Static_assert(offsetof(struct fuse_init_out, unused) == ALBUMFS_INIT_OUT_MAX_STACK_DEPTH_OFFSET, "unused[0] moved");
@@ -91,10 +96,12 @@ static inline uint64_t albumfs_reply_unique(const struct iovec *iov, int count) 
 
 #define ALBUMFS_ASKED_PASSTHROUGH 1
 #define ALBUMFS_ASKED_KILLPRIV_V2 2
+#define ALBUMFS_ASKED_DIRECT_IO_ALLOW_MMAP 4
 
 /// Rewrites libfuse's INIT reply in `reply` (a copy of iov[1]) to ask for
 /// what the kernel `offered` of FUSE_HANDLE_KILLPRIV_V2 and, if
-/// `want_passthrough`, FUSE_PASSTHROUGH. Returns what it asked for.
+/// `want_passthrough`, FUSE_PASSTHROUGH, and FUSE_DIRECT_IO_ALLOW_MMAP.
+/// Returns what it asked for.
 static inline int albumfs_init_reply_patch(void *reply, size_t length, uint64_t offered, int want_passthrough) {
     // libfuse 3.14 sends the full 64-byte fuse_init_out; max_stack_depth is
     // the first word after flags2 (see the offsets above).
@@ -113,6 +120,10 @@ static inline int albumfs_init_reply_patch(void *reply, size_t length, uint64_t 
         uint32_t depth = ALBUMFS_PASSTHROUGH_STACK_DEPTH;
         memcpy((char *) out + ALBUMFS_INIT_OUT_MAX_STACK_DEPTH_OFFSET, &depth, sizeof(depth));
         asked |= ALBUMFS_ASKED_PASSTHROUGH;
+    }
+    if ((offered >> 32) & ALBUMFS_FUSE_DIRECT_IO_ALLOW_MMAP_FLAGS2 && (out->flags & FUSE_INIT_EXT)) {
+        out->flags2 |= ALBUMFS_FUSE_DIRECT_IO_ALLOW_MMAP_FLAGS2;
+        asked |= ALBUMFS_ASKED_DIRECT_IO_ALLOW_MMAP;
     }
     return asked;
 }

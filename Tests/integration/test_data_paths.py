@@ -12,13 +12,14 @@ import ctypes
 import gzip
 import mmap
 import os
+import pwd
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from albumfs_testlib import assert_fsck_clean, proc_io, run
+from albumfs_testlib import as_user, assert_fsck_clean, proc_io, public_tmpdir, run
 
 MODES = {"passthrough": [], "daemon": ["nopassthrough"]}
 
@@ -263,6 +264,44 @@ def overlay_directory(base: Path):
     finally:
         if run(["umount", base / "merged"], check=False, timeout=30).returncode != 0:
             run(["umount", "-l", base / "merged"], check=False, timeout=30)
+
+
+def test_a_users_mount_takes_the_daemon_path_with_its_own_block_size(mount_factory):
+    """A normal user's own mount (passthrough needs CAP_SYS_ADMIN: the kernel refuses its backing
+    files, EPERM). One log line says which path and why; the first stat already reports the
+    daemon path's 1 MiB block size, so cp writes 1 MiB per request, not 4 KiB."""
+    if os.geteuid() != 0:
+        pytest.skip("a mount as another user needs root to set it up")
+    uid = next((e.pw_uid for e in pwd.getpwall() if 1000 <= e.pw_uid < 60000), 65534)
+    with public_tmpdir() as pub:
+        m = mount_factory("m", base=pub / "m", uid=uid)
+        try:
+            roll = m.roll
+            first = as_user(["stat", "-c", "%o", roll], uid=uid, gid=uid).stdout.split()
+            assert first == [str(1 << 20)], f"the first stat reported a block size of {first}"
+            source = pub / "clip.src"
+            source.write_bytes(os.urandom(16 << 20))
+            os.chmod(source, 0o644)
+            requests = proc_io(m.proc.pid)["syscr"]
+            as_user(["cp", source, roll / "clip.mov"], uid=uid, gid=uid)
+            requests = proc_io(m.proc.pid)["syscr"] - requests
+            assert requests < 100, f"cp of 16 MiB cost the daemon {requests} reads of /dev/fuse"
+            as_user(["cmp", source, roll / "clip.mov"], uid=uid, gid=uid)
+            log = m.log_text()
+            assert log.count("FUSE passthrough needs CAP_SYS_ADMIN") == 1, log
+            assert log.count("file data") == 1, log
+        finally:
+            m.unmount()
+
+
+def test_the_data_path_is_logged_once_per_mount(mount_factory):
+    m = mount_factory("m", options=["nopassthrough"])
+    (m.roll / "a.jpg").write_bytes(b"a")
+    assert (m.roll / "a.jpg").read_bytes() == b"a"
+    assert os.stat(m.roll).st_blksize == 1 << 20
+    log = m.log_text()
+    assert log.count("file data goes through the daemon (-o nopassthrough)") == 1, log
+    assert log.count("file data") == 1, log
 
 
 @NO_PASSTHROUGH

@@ -199,8 +199,9 @@ class Mount:
     bench's stores are its own, made on first mount), its daemon found by its
     command line."""
 
-    def __init__(self, binary, store, mountpoint):
+    def __init__(self, binary, store, mountpoint, options=()):
         self.binary, self.store, self.mountpoint = binary, store, mountpoint
+        self.options = list(options)
         self.pid = None
 
     def mount(self, timeout=60):
@@ -208,7 +209,10 @@ class Mount:
         if self.is_mounted():
             raise BenchError(f"{self.mountpoint} is already mounted")
         start = time.perf_counter()
-        status, _, err = run_bounded([self.binary, "mount", "--store", self.store, "--create", self.mountpoint], timeout)
+        argv = [self.binary, "mount", "--store", self.store, "--create", self.mountpoint]
+        if self.options:
+            argv += ["-o", ",".join(self.options)]
+        status, _, err = run_bounded(argv, timeout)
         seconds = time.perf_counter() - start
         self.pid = self.find_daemon()
         if status is None:
@@ -313,7 +317,7 @@ class Mount:
 
 
 class Bench:
-    def __init__(self, args):
+    def __init__(self, args, dropper=None):
         self.args = args
         self.quick = args.quick
         self.binary = os.environ.get("ALBUMFS_BIN") or shutil.which("albumfs")
@@ -330,12 +334,23 @@ class Bench:
             self.scale_assets, self.scale_album = 1_000_000, 100_000
         if args.rounds:
             self.rounds = args.rounds
+        if args.photos:
+            self.photos = args.photos
+        if args.big_mib:
+            self.big_size = args.big_mib * MiB
+        self.workloads = set(args.only.split(",")) if args.only else {"W1", "W2", "W3", "W4", "W5", "W6"}
+        # --data-path daemon: every read and write through the daemon, as on a kernel
+        # without FUSE passthrough (a user's mount takes that path whatever it asks).
+        self.mount_options = ["nopassthrough"] if args.data_path == "daemon" else []
         if os.environ.get("ALBUMFS_BENCH_STEP_TIMEOUT"):
             self.timeout = int(os.environ["ALBUMFS_BENCH_STEP_TIMEOUT"])
         if args.scale_assets:
             self.scale_assets = args.scale_assets
             self.scale_album = min(self.scale_album, self.scale_assets)
-        self.can_drop = os.geteuid() == 0 and os.access("/proc/sys/vm/drop_caches", os.W_OK)
+        # As another user (--as-user), root's helper process drops the caches (see drop_caches).
+        self.dropper = dropper
+        self.can_drop = dropper is not None or (
+            os.geteuid() == 0 and os.access("/proc/sys/vm/drop_caches", os.W_OK))
         self.mounts = []
         self.runner = Runner(on_stuck=self.kill_daemons)
         self.watchdog = Watchdog(on_expire=self.kill_daemons)
@@ -360,7 +375,9 @@ class Bench:
 
     def drop_caches(self):
         self.sh("sync", timeout=self.timeout)
-        if self.can_drop:
+        if self.dropper is not None:
+            self.dropper.drop()
+        elif self.can_drop:
             with open("/proc/sys/vm/drop_caches", "w") as f:
                 f.write("3\n")
 
@@ -745,7 +762,7 @@ class Bench:
         if "consistent" not in fsck:
             self.problem(f"scale: fsck of the generated store: {fsck.strip()}")
 
-        mount = Mount(self.binary, store, mnt)
+        mount = Mount(self.binary, store, mnt, self.mount_options)
         self.mounts.append(mount)
         rounds = max(self.rounds, 3)
         times = {"first": [], "cold": [], "warm": []}
@@ -800,20 +817,26 @@ class Bench:
         started = time.monotonic()
         if not scale_only:
             self.make_data()
-            self.mount = Mount(self.binary, self.store, self.mnt)
+            self.mount = Mount(self.binary, self.store, self.mnt, self.mount_options)
             self.mounts.append(self.mount)
             self.active = self.mount
             seconds = self.mount.mount()
             self.notes.append(f"mount of the new, empty bench store: {seconds:.3f} s")
-            self.build_album()
+            self.notes.append(self.describe_data_path())
+            if self.workloads & {"W3", "W6"}:
+                self.build_album()
             after_setup = self.mount.status("VmHWM")
             reset = self.mount.reset_peak()
-            for workload in (self.w1_import, self.w2_cold_read, self.w3_browse, self.w4_backup):
-                workload()
+            for name, workload in (("W1", self.w1_import), ("W2", self.w2_cold_read), ("W3", self.w3_browse),
+                                   ("W4", self.w4_backup)):
+                if name in self.workloads:
+                    workload()
             peak = self.mount.status("VmHWM")
             rss = self.mount.status("VmRSS")
-            self.w5_random()
-            self.w6_recently_deleted()
+            if "W5" in self.workloads:
+                self.w5_random()
+            if "W6" in self.workloads:
+                self.w6_recently_deleted()
             peak_all = self.mount.status("VmHWM")
             self.mount.unmount()
             self.rss_line = (f"daemon peak RSS (VmHWM) over W1–W4: {peak / 1024:.1f} MiB (bar ≤ 100 MiB)"
@@ -827,6 +850,13 @@ class Bench:
             self.scale()
         self.elapsed = time.monotonic() - started
         self.report(scale_only)
+
+    def describe_data_path(self):
+        """Who runs the mount and the timed commands, and the data path the daemon took
+        (it logs a refused passthrough; a user's mount is refused by the kernel: EPERM)."""
+        who = f"uid {os.getuid()}" + (" (root)" if os.getuid() == 0 else f" ({self.args.as_user})")
+        asked = "-o nopassthrough" if self.mount_options else "default options (passthrough where the kernel allows)"
+        return f"mount and timed commands run as {who}, {asked}"
 
     def describe_checkout(self):
         _, version, _ = run_bounded([self.built, "--version"], 10)
@@ -890,6 +920,71 @@ class Bench:
         print("(medians; ratio = albumfs/plain — for IOPS, albumfs IOPS / plain IOPS)")
 
 
+class CacheDropper:
+    """--as-user: the bench runs as that user in a child process, and root, in the parent,
+    only drops the page cache when the child asks (one byte each way through two pipes)."""
+
+    def __init__(self):
+        self.requests = os.pipe()
+        self.replies = os.pipe()
+
+    def drop(self):
+        """In the child: asks root to drop the caches and waits until it has."""
+        os.write(self.requests[1], b"d")
+        if os.read(self.replies[0], 1) != b"k":
+            raise BenchError("root's helper could not drop the page cache")
+
+    def serve(self, child):
+        """In the parent: drops the caches on request until the child closes its end."""
+        os.close(self.requests[1])
+        os.close(self.replies[0])
+        while os.read(self.requests[0], 1):
+            try:
+                os.sync()
+                with open("/proc/sys/vm/drop_caches", "w") as f:
+                    f.write("3\n")
+                os.write(self.replies[1], b"k")
+            except OSError:
+                os.write(self.replies[1], b"!")
+        return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+
+
+def run_as_user(name, work, body):
+    """Runs body(dropper) in a child process as user `name` (its uid and gid, no other
+    groups, its HOME); this root process stays to drop the caches, and passes SIGTERM on."""
+    import pwd
+    if os.geteuid() != 0:
+        raise BenchError("--as-user needs root (root drops the caches between rounds)")
+    user = pwd.getpwnam(name)
+    if user.pw_uid == 0:
+        raise BenchError("--as-user: give an unprivileged user")
+    # A previous run's work dir that the user cannot remove: root removes it first.
+    if os.path.exists(os.path.join(work, MARKER)) and os.stat(work).st_uid != user.pw_uid:
+        if any(point.startswith(work + "/") for point in mounted_points()):
+            raise BenchError(f"something is still mounted in {work}")
+        shutil.rmtree(work)
+    dropper = CacheDropper()
+    child = os.fork()
+    if child == 0:
+        status = 1
+        try:
+            os.close(dropper.requests[0])
+            os.close(dropper.replies[1])
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            os.environ.update(HOME=user.pw_dir, USER=name, LOGNAME=name)
+            status = body(dropper)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda number, _frame: os.kill(child, number))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the child gets it from the terminal
+    return dropper.serve(child)
+
+
 def main():
     parser = argparse.ArgumentParser(prog="scripts/bench", description="albumfs against a plain directory")
     parser.add_argument("--quick", action="store_true", help="small data, 1 round: for CI (judges no time)")
@@ -899,17 +994,37 @@ def main():
                         help="also the scale test: a generated store of 1,000,000 assets (--quick: 100,000)")
     parser.add_argument("--scale-only", action="store_true", help="only the scale test")
     parser.add_argument("--scale-assets", type=int, help="assets in the scale store")
+    parser.add_argument("--data-path", choices=("passthrough", "daemon"), default="passthrough",
+                        help="daemon: mount with -o nopassthrough, every read and write through the daemon")
+    parser.add_argument("--as-user", metavar="NAME",
+                        help="mount and run every timed command as this unprivileged user (root only drops "
+                             "the caches); a user's mount never has passthrough")
+    parser.add_argument("--photos", type=int, help="photos W1 imports (default 2,000; --quick: 200)")
+    parser.add_argument("--big-mib", type=int, help="size of the big file in MiB (default 2048; --quick: 64)")
+    parser.add_argument("--only", metavar="W1,W2,...",
+                        help="only these workloads (W2 and W4 read what W1 imported; W3 and W6 need the big album)")
     args = parser.parse_args()
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")
 
+    if args.as_user:
+        work = os.path.realpath(os.environ.get("ALBUMFS_BENCH_DIR", "/var/tmp/albumfs-bench"))
+        try:
+            return run_as_user(args.as_user, work, lambda dropper: bench_main(args, dropper))
+        except (BenchError, KeyError) as error:
+            print(f"bench: --as-user {args.as_user}: {error}", file=sys.stderr)
+            return 2
+    return bench_main(args, None)
+
+
+def bench_main(args, dropper):
     def terminate(signum, _frame):
         raise Terminated(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGHUP, terminate)
     try:
-        bench = Bench(args)
+        bench = Bench(args, dropper)
     except BenchError as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2
