@@ -99,11 +99,13 @@ extension Database {
         return rows
     }
 
-    /// The live asset whose roll name is `name`, if `source` chooses it.
+    /// The live asset whose roll name is `name`, if `source` chooses it
+    /// (correlated: one index seek into the source, not the whole source per lookup).
     func viewLookup(_ source: String, key: SQLValue?, name: Name) throws -> Attributes? {
         try statement("""
             SELECT \(Self.attributeColumns) FROM entries e JOIN nodes n ON n.id = e.child
-            WHERE e.parent = \(FixedNode.cameraRoll) AND e.name = ?2 AND e.child IN (\(source))
+            WHERE e.parent = \(FixedNode.cameraRoll) AND e.name = ?2
+            AND EXISTS (SELECT 1 FROM (\(source)) v WHERE v.asset = e.child)
             """).bind(key ?? .null, .blob(name)).first { Self.decodeAttributes($0, from: 0) }
     }
 

@@ -25,6 +25,7 @@ import re
 import shlex
 import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -338,7 +339,7 @@ class Bench:
             self.photos = args.photos
         if args.big_mib:
             self.big_size = args.big_mib * MiB
-        self.workloads = set(args.only.split(",")) if args.only else {"W1", "W2", "W3", "W4", "W5", "W6"}
+        self.workloads = set(args.only.split(",")) if args.only else {"W1", "W2", "W3", "W4", "W5", "W6", "W7"}
         # --data-path daemon: every read and write through the daemon, as on a kernel
         # without FUSE passthrough (a user's mount takes that path whatever it asks).
         self.mount_options = ["nopassthrough"] if args.data_path == "daemon" else []
@@ -740,6 +741,61 @@ class Bench:
         if left != count - len(emptied):
             self.problem(f"W6: Recently Deleted holds {left} after emptying {len(emptied)} of {count} from the trash")
 
+    def w7_views(self):
+        """What albumfs knows of its files (issue 12): the daemon reads every file in the
+        background; a By Date month lists like an album of its size; and the daemon's reading
+        of every file of W1 against sha256sum + exiftool -fast over the same files."""
+        log("W7 facts and views")
+        with self.watchdog.phase("W7: waiting for every file to be read", 4 * self.timeout):
+            self.sh(f"{q(self.binary)} index --wait --timeout {int(3 * self.timeout)} {q(self.mnt)}")
+        by_date = os.path.join(self.mnt, "By Date")
+        months = [os.path.join(by_date, y, m) for y in os.listdir(by_date) for m in os.listdir(os.path.join(by_date, y))]
+        if not months:
+            self.problem("W7: By Date is empty after every file was read")
+            return
+        month = max(months, key=lambda path: len(os.listdir(path)))
+        count = len(os.listdir(month))
+        album = os.path.join(self.mnt, "Albums", "Big")
+        if os.path.isdir(album):
+            listings = {"plain": f"ls -l {q(album)} > /dev/null", "albumfs": f"ls -l {q(month)} > /dev/null"}
+            self.measure(f"W7 warm ls -l of a By Date month of {count} (plain column: Albums/Big of "
+                         f"{len(os.listdir(album))}, same mount)", listings,
+                         before=lambda side: self.sh(listings[side]), bar="≤ 1.5")
+        # Reading every file again: a store holding W1's photos, its facts forgotten, mounted.
+        photos = os.path.join(self.src, "photos")
+        store, mnt = os.path.join(self.work, "w7-store"), os.path.join(self.work, "w7-mnt")
+        os.makedirs(mnt, exist_ok=True)
+        reader = Mount(self.binary, store, mnt, self.mount_options)
+        self.mounts.append(reader)
+        reader.mount()
+        self.sh(f"cp -r {q(photos)}/. {q(os.path.join(mnt, 'Camera Roll'))}/")
+        self.sh(f"{q(self.binary)} index --wait --timeout {int(3 * self.timeout)} {q(mnt)}")
+        reader.unmount()
+
+        def forget_facts(side):
+            if side == "albumfs":
+                with sqlite3.connect(os.path.join(store, "library.sqlite")) as db:
+                    db.execute("DELETE FROM asset_facts")
+                self.drop_caches()
+            else:
+                self.drop_caches()
+
+        def unmount_reader(side, _out):
+            if side == "albumfs":
+                # albumfs unmount returns once the daemon let go of the store.
+                self.sh(f"{q(self.binary)} unmount {q(mnt)}")
+
+        exiftool = shutil.which("exiftool")
+        # (exiftool exits 1 on files it has no tags for, as the bench's random bytes are.)
+        plain = f"sha256sum {q(photos)}/* > /dev/null" + (f" && {{ exiftool -fast -q -j {q(photos)} > /dev/null 2>&1 || true; }}" if exiftool else "")
+        daemon = (f"{q(self.binary)} mount --store {q(store)} {q(mnt)} && "
+                  f"{q(self.binary)} index --wait --timeout {int(3 * self.timeout)} {q(mnt)}")
+        n = len(os.listdir(photos))
+        self.measure(f"W7 reading {n} photos ({human_bytes(n * self.photo_size)}), cold: albumfs mounts and reads every "
+                     f"file's facts (plain column: sha256sum{' + exiftool -fast' if exiftool else ''})",
+                     {"plain": plain, "albumfs": daemon}, before=forget_facts, after=unmount_reader, bar="≤ 1.5")
+        self.mounts.remove(reader)
+
     # ----- scale
 
     def scale(self):
@@ -823,7 +879,7 @@ class Bench:
             seconds = self.mount.mount()
             self.notes.append(f"mount of the new, empty bench store: {seconds:.3f} s")
             self.notes.append(self.describe_data_path())
-            if self.workloads & {"W3", "W6"}:
+            if self.workloads & {"W3", "W6", "W7"}:
                 self.build_album()
             after_setup = self.mount.status("VmHWM")
             reset = self.mount.reset_peak()
@@ -833,6 +889,8 @@ class Bench:
                     workload()
             peak = self.mount.status("VmHWM")
             rss = self.mount.status("VmRSS")
+            if "W7" in self.workloads:
+                self.w7_views()
             if "W5" in self.workloads:
                 self.w5_random()
             if "W6" in self.workloads:
@@ -1002,7 +1060,7 @@ def main():
     parser.add_argument("--photos", type=int, help="photos W1 imports (default 2,000; --quick: 200)")
     parser.add_argument("--big-mib", type=int, help="size of the big file in MiB (default 2048; --quick: 64)")
     parser.add_argument("--only", metavar="W1,W2,...",
-                        help="only these workloads (W2 and W4 read what W1 imported; W3 and W6 need the big album)")
+                        help="only these workloads (W2, W4 and W7 read what W1 imported; W3, W6 and W7 need the big album)")
     args = parser.parse_args()
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")

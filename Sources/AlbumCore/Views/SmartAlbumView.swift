@@ -13,10 +13,10 @@ struct SmartAlbumView: ComputedView {
     static let favorites = SmartAlbumView(id: FixedNode.favorites, source: "SELECT asset FROM favorites")
     /// Both halves of each pair: a photo and a video with one content identifier.
     static let livePhotos = SmartAlbumView(id: FixedNode.livePhotos, source: """
-        SELECT asset FROM asset_facts WHERE content_id IN (
-            SELECT content_id FROM asset_facts WHERE content_id IS NOT NULL AND kind IN ('photo', 'video')
-            GROUP BY content_id HAVING count(DISTINCT kind) = 2)
-        AND kind IN ('photo', 'video')
+        SELECT f.asset AS asset FROM asset_facts f
+        WHERE f.content_id IS NOT NULL AND f.kind IN ('photo', 'video')
+        AND EXISTS (SELECT 1 FROM asset_facts p WHERE p.content_id = f.content_id
+                    AND p.kind IN ('photo', 'video') AND p.kind <> f.kind)
         """)
 
     func serves(_ directory: NodeID) -> Bool { directory == id }
