@@ -92,10 +92,18 @@ final class Indexer: Sendable {
         let (attributes, rollName) = subject
         let month = facts.capturedMonth ?? Self.localMonth(attributes.modificationTime)
         let screenshot = facts.isScreenshot || (facts.kind == .photo && rollName.map(ScreenshotNames.matches) == true)
-        _ = try? library.write { db in
-            guard try db.kind(of: id) == .asset else { return }
+        let changes = try? library.write { db -> ChangeSet in
+            var changes = ChangeSet()
+            guard try db.kind(of: id) == .asset else { return changes }
+            // What the views showed of it may go: the kernel must not keep those names.
+            if let rollName {
+                for entry in try ComputedViews.names(of: id, rollName: rollName, db) { changes.entry(entry.directory, entry.name) }
+            }
             try db.setFacts(id, facts, month: month, screenshot: screenshot, stamp: before)
+            return changes
         }
+        // Delivered under the lock: once the mount clears it, none is under way.
+        if let changes, !changes.isEmpty { library.backgroundChanges.withLock { $0?(changes) } }
         return true
     }
 

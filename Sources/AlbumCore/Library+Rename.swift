@@ -69,7 +69,7 @@ extension Mutation {
             try putInTrash(source, sourceKind, from: oldParent, oldParentKind, oldName, to: newParent, newName)
         case (_, .withinOnly) where oldParent == newParent && sourceKind == .sideFile:
             if let target { try removeSideFile(newParent, newName, target) }
-            try db.moveEntry(oldParent, oldName, to: newParent, newName)
+            try moveEntry(oldParent, oldName, to: newParent, newName)
             try touched(newParent)
         case (.dropReference, _) where sourceKind == .album, (.refused, _) where sourceKind == .album:
             try moveAlbum(source, from: oldParent, oldName, to: newParent, newPolicy, newName, replacing: target)
@@ -96,7 +96,7 @@ extension Mutation {
         if let targetKind, targetKind.isDirectory { throw LibraryError.isDirectory }
         if Names.isSideFileName(newName) && targetKind != .asset {
             if let target { try removeSideFile(newParent, newName, target) }
-            try db.moveEntry(oldParent, oldName, to: newParent, newName)
+            try moveEntry(oldParent, oldName, to: newParent, newName)
             try touched(oldParent)
             try touched(newParent)
             return
@@ -108,7 +108,7 @@ extension Mutation {
         if oldParent == roll {
             sourceName = try db.freeName(in: roll, for: newName)
             if newParent != roll || target == nil {
-                try db.moveEntry(roll, oldName, to: roll, sourceName)
+                try moveEntry(roll, oldName, to: roll, sourceName)
                 if sourceName == newName && newParent == roll { try touched(roll); changes.node(file); return }
             } else {
                 sourceName = oldName
@@ -142,7 +142,7 @@ extension Mutation {
             default: throw LibraryError.notPermitted
             }
         }
-        try db.moveEntry(oldParent, oldName, to: newParent, newName)
+        try moveEntry(oldParent, oldName, to: newParent, newName)
         try db.setDirectoryParent(album, newParent)
         try db.touchDirectory(oldParent, now: now)
         try db.touchDirectory(newParent, now: now)
@@ -176,7 +176,7 @@ extension Mutation {
     /// when it carried the old name (or a `(n)` form of it), so rsync's
     /// `.x.TMP` → `x` leaves no temporary name in the roll.
     private mutating func renameEntry(of asset: NodeID, in directory: NodeID, _ oldName: Name, _ newName: Name) throws {
-        try db.moveEntry(directory, oldName, to: directory, newName)
+        try moveEntry(directory, oldName, to: directory, newName)
         if directory != roll {
             try rollFollows(asset, albumEntryWas: oldName, becomes: newName)
         }
@@ -188,7 +188,7 @@ extension Mutation {
               Names.isSameOrNumbered(rollName, of: oldName) else { return }
         let newRollName = try db.freeName(in: roll, for: newName, owner: asset)
         guard newRollName != rollName else { return }
-        try db.moveEntry(roll, rollName, to: roll, newRollName)
+        try moveEntry(roll, rollName, to: roll, newRollName)
         // Only the old name can be cached; the new one was free.
         changes.entry(roll, rollName)
         changes.directory(roll)
@@ -206,7 +206,7 @@ extension Mutation {
         // roll's (which it keeps until deleted, to be named by it in Recently Deleted).
         for (entryDirectory, entryName) in replacedEntries where entryDirectory != roll {
             guard try db.kind(of: entryDirectory) == .album else { continue }
-            try db.deleteEntry(entryDirectory, entryName)
+            try deleteEntry(entryDirectory, entryName)
             if !movingDirectories.contains(entryDirectory) {
                 try db.insertEntry(entryDirectory, entryName, moving)
             }
@@ -214,13 +214,13 @@ extension Mutation {
             try vanished(entryDirectory, entryName)
         }
         let replacedRollName = try db.name(of: replaced, in: roll)
-        if directory != roll { try db.deleteEntry(directory, newName) }
+        if directory != roll { try deleteEntry(directory, newName) }
         try deleteAsset(replaced, except: directory)
         // The rename itself.
-        try db.moveEntry(directory, oldName, to: directory, newName)
+        try moveEntry(directory, oldName, to: directory, newName)
         if directory != roll, let replacedRollName, let movingRollName {
             // The roll shows one version, under the replaced asset's name.
-            try db.moveEntry(roll, movingRollName, to: roll, replacedRollName)
+            try moveEntry(roll, movingRollName, to: roll, replacedRollName)
             try vanished(roll, movingRollName)
         }
     }
@@ -237,7 +237,7 @@ extension Mutation {
             if newParent == roll {
                 try deleteAsset(target, except: roll)
             } else {
-                try db.deleteEntry(newParent, newName)
+                try deleteEntry(newParent, newName)
                 // It lost a link: its ctime moves, as for unlink.
                 try db.touchChangeTime(target, now: now)
                 changes.node(target)
@@ -249,14 +249,14 @@ extension Mutation {
             try db.insertEntry(newParent, newName, asset)
         case (false, true):
             // Album → roll: drops the album reference and renames the roll entry.
-            try db.deleteEntry(oldParent, oldName)
+            try deleteEntry(oldParent, oldName)
             if let rollName = try db.name(of: asset, in: roll) {
-                try db.moveEntry(roll, rollName, to: roll, newName)
+                try moveEntry(roll, rollName, to: roll, newName)
                 changes.entry(roll, rollName)
             }
         default:
             // Album → album: moves the reference.
-            try db.moveEntry(oldParent, oldName, to: newParent, newName)
+            try moveEntry(oldParent, oldName, to: newParent, newName)
             try rollFollows(asset, albumEntryWas: oldName, becomes: newName)
         }
     }

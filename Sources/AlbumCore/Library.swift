@@ -35,6 +35,9 @@ public final class Library: Sendable {
     let deferredFrees = DeferredFrees()
     /// Reads assets' facts in the background (nil without a facts reader or read-only).
     let indexer: Indexer?
+    /// Where changes made outside any request go (the facts of an asset read
+    /// anew: names in the views), for the kernel's caches; set by the mount.
+    let backgroundChanges = Mutex<(@Sendable (ChangeSet) -> Void)?>(nil)
     /// The largest file the content directory's filesystem holds: a bigger
     /// size is refused before anything changes (EFBIG, as ext4 does).
     let largestFileSize: Int64
@@ -70,6 +73,11 @@ public final class Library: Sendable {
             _ = try? purgeExpired()
             indexer?.indexMissing(of: self)
         }
+    }
+
+    /// Sets where changes made outside any request are sent (see backgroundChanges).
+    public func onBackgroundChanges(_ deliver: (@Sendable (ChangeSet) -> Void)?) {
+        backgroundChanges.withLock { $0 = deliver }
     }
 
     /// A library ends with its purged data freed (a store is never left

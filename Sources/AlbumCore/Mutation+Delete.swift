@@ -31,7 +31,7 @@ extension Mutation {
             } else {
                 continue  // trash entries: references trashed earlier stay
             }
-            try db.deleteEntry(directory, name)
+            try deleteEntry(directory, name)
             if directory == except { try touched(directory) } else { try vanished(directory, name) }
         }
         guard let rollName else { throw LibraryError.notFound }
@@ -66,7 +66,7 @@ extension Mutation {
         var recentlyDeletedName: Name?
         for name in try db.names(of: id, in: recentlyDeleted) {
             recentlyDeletedName = name
-            try db.deleteEntry(recentlyDeleted, name)
+            try deleteEntry(recentlyDeleted, name)
             try vanished(recentlyDeleted, name)
         }
         if let trash = record.trash { try leaveTrash(trash.directory, trash.name) }
@@ -138,7 +138,7 @@ extension Mutation {
 
     /// `rm Albums/A/x`: that reference only.
     mutating func dropReference(_ album: NodeID, _ name: Name, _ asset: NodeID) throws {
-        try db.deleteEntry(album, name)
+        try deleteEntry(album, name)
         try touched(album)
         try db.touchChangeTime(asset, now: now)
         changes.node(asset)

@@ -122,7 +122,7 @@ extension Mutation {
 
     /// An item leaves files/ (restored, or expunged): its entry and its info go.
     mutating func leaveTrash(_ files: NodeID, _ name: Name) throws {
-        try db.deleteEntry(files, name)
+        try deleteEntry(files, name)
         try vanished(files, name)
         try removeTrashInfo(of: files, name)
     }
@@ -142,7 +142,7 @@ extension Mutation {
             try deleteAsset(child, except: parent, trashEntry: (files, newName))
         case (.asset, .album), (.sideFile, .cameraRoll), (.sideFile, .album):
             // A reference (or a side file) moves into the trash as it is.
-            try db.moveEntry(parent, name, to: files, newName)
+            try moveEntry(parent, name, to: files, newName)
             try touched(parent)
             try touched(files)
             try db.touchChangeTime(child, now: now)
@@ -166,7 +166,7 @@ extension Mutation {
             changes.directory(directory)
         }
         try db.putEntriesAside(of: subtree, under: album)
-        try db.moveEntry(parent, name, to: files, newName)
+        try moveEntry(parent, name, to: files, newName)
         try db.setParent(album, files)
         try db.setKind(album, .trashedAlbum)
         try db.touchChangeTime(album, now: now)
@@ -247,7 +247,7 @@ extension Mutation {
         }
         try db.setKind(album, .album)
         try db.setParent(album, parent)
-        try db.moveEntry(files, name, to: parent, newName)
+        try moveEntry(files, name, to: parent, newName)
         try touched(files)
         try touched(parent)
         try removeTrashInfo(of: files, name)

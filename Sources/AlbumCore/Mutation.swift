@@ -63,6 +63,27 @@ struct Mutation {
         try touched(directory)
     }
 
+    // MARK: entries, and what the computed views show of them
+
+    /// Removes an entry. A roll entry's name leaves the computed views with it.
+    mutating func deleteEntry(_ parent: NodeID, _ name: Name) throws {
+        if parent == roll, let asset = try db.child(of: roll, named: name) { try rollNameLeaves(asset, name) }
+        try db.deleteEntry(parent, name)
+    }
+
+    /// Moves or renames an entry. A roll entry's old name leaves the computed views.
+    mutating func moveEntry(_ parent: NodeID, _ name: Name, to newParent: NodeID, _ newName: Name) throws {
+        if parent == roll, let asset = try db.child(of: roll, named: name) { try rollNameLeaves(asset, name) }
+        try db.moveEntry(parent, name, to: newParent, newName)
+    }
+
+    /// The computed views show `asset` under its roll name `name`: that name
+    /// is no longer right in any of them (the kernel may have it cached),
+    /// nor, as it may have been the last one, the month, year or set names.
+    mutating func rollNameLeaves(_ asset: NodeID, _ name: Name) throws {
+        for entry in try ComputedViews.names(of: asset, rollName: name, db) { changes.entry(entry.directory, entry.name) }
+    }
+
     /// A new node's content file. Data before the row that points at it: made
     /// inside the transaction, and removed again if the transaction does not
     /// commit (a failed COMMIT included), so no file is left for an id that

@@ -30,6 +30,16 @@ extension Database {
                       .int(stamp.size), .int(stamp.modified)).run()
     }
 
+    /// The By Date month of an asset (YYYY-MM), if its facts were read.
+    func month(of asset: NodeID) throws -> String? {
+        try statement("SELECT month FROM asset_facts WHERE asset = ?1").bind(.int(asset)).first { $0.text(0) }
+    }
+
+    /// Whether the asset is in Screenshots (its mark, or its name when read).
+    func isScreenshot(_ asset: NodeID) throws -> Bool {
+        try statement("SELECT screenshot FROM asset_facts WHERE asset = ?1").bind(.int(asset)).first { $0.int(0) != 0 } ?? false
+    }
+
     /// Assets (live or deleted) with no facts yet, in id order, after `after`.
     func assetsWithoutFacts(after: NodeID, limit: Int) throws -> [NodeID] {
         try statement("""

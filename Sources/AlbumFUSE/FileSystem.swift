@@ -65,6 +65,9 @@ final class FileSystem: Sendable {
         self.invalidator = invalidator
         self.channel = channel
         self.passthrough = Passthrough(channel: channel, probeFile: library.content.markerPath)
+        // Facts read in the background change what the views show: outside
+        // any request, so names may be invalidated directly.
+        library.onBackgroundChanges { [invalidator] changes in invalidator.beforeReply(changes) }
     }
 
     /// The file system behind a request.

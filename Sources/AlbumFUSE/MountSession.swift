@@ -108,6 +108,7 @@ public final class MountSession {
         fileSystem.takeUnretainedValue().invalidator.drain()
         // The store is released after this returns: purged data goes first,
         // and no background read keeps the library open past it.
+        fileSystem.takeUnretainedValue().library.onBackgroundChanges(nil)
         fileSystem.takeUnretainedValue().library.stopIndexing()
         fileSystem.takeUnretainedValue().library.waitForFreedData()
         fuse_session_destroy(session)

@@ -20,18 +20,17 @@ extension FileSystem {
         return s
     }
 
-    /// `in`: the directory that holds the name. Names in computed views
-    /// (and the views' own years, months and sets) are never cached: what
-    /// they show changes when albumfs learns more about an asset, with no
-    /// request on them to say so.
+    /// Names in the computed views are cached like any other: whatever makes
+    /// one wrong (a delete, a rename in the roll, facts read anew) invalidates
+    /// it (ComputedViews.names). The views' own years, months and sets keep
+    /// no attributes (they are made up from the root's on each request).
     func entry(for a: Attributes, in directory: NodeID? = nil) -> fuse_entry_param {
         var e = fuse_entry_param()
         e.ino = a.id
         e.generation = 1
         e.attr = stat(of: a)
-        let computed = directory.map(Library.isComputed) ?? false
         e.attr_timeout = Library.isComputed(a.id) ? 0 : timeouts.attributes
-        e.entry_timeout = computed ? 0 : timeouts.entry
+        e.entry_timeout = timeouts.entry
         return e
     }
 

@@ -6,7 +6,7 @@ import Synchronization
 
 /// The daemon's facts reader: AlbumMedia's readers run in a worker process
 /// (`albumfs read-facts`, FactsWorker), started on first use and again after
-/// it died, at nice 10. A file on which the worker crashes or takes too long (10 s, plus
+/// it died, under SCHED_IDLE. A file on which the worker crashes or takes too long (10 s, plus
 /// 1 s per 32 MiB to hash) gets only its SHA-256, computed here (libcrypto
 /// alone), and a log line: a hostile file costs a worker, never the mount.
 final class IsolatedFactsReader: AssetFactsReader, Sendable {
@@ -75,7 +75,13 @@ final class IsolatedFactsReader: AssetFactsReader, Sendable {
             return nil
         }
         // Background work: a copy or a listing going on meanwhile comes first.
-        setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(pid), 10)
+        // SCHED_IDLE: the worker runs only on a CPU nothing else wants (it
+        // reads every file a copy writes: on 2 cores it would slow the copy);
+        // nice 10 where that policy is refused.
+        var parameters = sched_param(sched_priority: 0)
+        if sched_setscheduler(pid, schedIdle, &parameters) != 0 {
+            setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(pid), 10)
+        }
         return Worker(pid: pid, socket: ends[0], lines: LineReader(descriptor: ends[0]))
     }
 
@@ -90,3 +96,6 @@ final class IsolatedFactsReader: AssetFactsReader, Sendable {
 /// posix_spawn_file_actions_addclosefrom_np (glibc 2.34), which the Glibc module does not export.
 @_silgen_name("posix_spawn_file_actions_addclosefrom_np")
 private func spawnClosesFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
+
+/// SCHED_IDLE from <sched.h> (Linux), which the Glibc module does not export.
+private let schedIdle: Int32 = 5

@@ -221,3 +221,49 @@ def test_fsck_verify_finds_a_flipped_byte(mount_factory, media):
     assert "clip.mp4" in bad.stdout and str(victim) in bad.stdout
     plain = run([ALBUMFS, "fsck", "--store", str(m.store)], text=True, check=False)
     assert plain.returncode == 0, "fsck without --verify reads no data: the flip is not its business"
+
+
+def cache(*directories) -> None:
+    """ls -l: the kernel now holds every name of these directories."""
+    for directory in directories:
+        for name in os.listdir(directory):
+            os.lstat(directory / name)
+
+
+def test_view_names_never_go_stale(mount_factory, media):
+    """SEMANTICS.md § Visibility, in the views: names the kernel cached (ls -l) are gone the moment
+    a call that removes them returns (rename and rm in the roll, dedupe), and the moment a
+    rewrite's new facts are in (index --wait); no retry."""
+    media_dir, expected = media
+    m = mount_factory("m")
+    (m.albums / "A").mkdir()
+    copy_media(media_dir, ["live.jpg", "clip.mp4"], m.roll)
+    shutil.copyfile(media_dir / "live.jpg", m.albums / "A" / "twin.jpg")
+    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(m.mp)])
+    by_date, smart = m.mp / "By Date", m.mp / "Smart Albums"
+    july, videos = by_date / "2019" / "2019-07", smart / "Videos"
+    sha = expected["live.jpg"]["sha256"][:12]
+    cache(by_date, by_date / "2019", by_date / "2021", july, videos, smart / "Duplicates", smart / "Duplicates" / sha)
+    assert sorted(os.listdir(july)) == ["live.jpg", "twin.jpg"]
+
+    os.rename(m.roll / "live.jpg", m.roll / "paris.jpg")
+    expect_errno(errno.ENOENT, os.lstat, july / "live.jpg")
+    expect_errno(errno.ENOENT, os.lstat, smart / "Duplicates" / sha / "live.jpg")
+    assert ino(july / "paris.jpg") == ino(m.roll / "paris.jpg")
+
+    os.unlink(m.roll / "clip.mp4")
+    expect_errno(errno.ENOENT, os.lstat, videos / "clip.mp4")
+    expect_errno(errno.ENOENT, os.lstat, by_date / "2021")
+
+    cache(july, smart / "Duplicates" / sha)
+    run([ALBUMFS, "dedupe", str(m.mp)])
+    expect_errno(errno.ENOENT, os.lstat, july / "twin.jpg")
+    expect_errno(errno.ENOENT, os.lstat, smart / "Duplicates" / sha)
+
+    cache(july)
+    with open(media_dir / "nodate.jpg", "rb") as src, open(m.roll / "paris.jpg", "r+b") as dst:
+        dst.truncate(0)
+        dst.write(src.read())
+    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(m.mp)])
+    expect_errno(errno.ENOENT, os.lstat, july / "paris.jpg")
+    expect_errno(errno.ENOENT, os.lstat, by_date / "2019")

@@ -51,6 +51,31 @@ enum ComputedViews {
         return all.first { $0.serves(id) }
     }
 
+    /// Every name under which the views show `asset` (roll name `rollName`),
+    /// with the names of the month, year and duplicate set that hold it: what
+    /// the kernel may have cached of it in the views. From its facts and its
+    /// favorite flag; nothing when it has neither.
+    static func names(of asset: NodeID, rollName: Name, _ db: Database) throws -> [ChangeSet.EntryName] {
+        var names: [ChangeSet.EntryName] = []
+        func add(_ directory: NodeID, _ name: Name) { names.append(ChangeSet.EntryName(directory: directory, name: name)) }
+        if try db.isFavorite(asset) { add(FixedNode.favorites, rollName) }
+        guard let facts = try db.facts(of: asset), let month = try db.month(of: asset),
+              let monthNode = VirtualNode.month(named: Array(month.utf8)), case .month(let year, _) = monthNode else { return names }
+        add(monthNode.id, rollName)
+        add(VirtualNode.year(year).id, monthNode.name)
+        add(FixedNode.byDate, VirtualNode.year(year).name)
+        if facts.kind == .video { add(FixedNode.videos, rollName) }
+        if try db.isScreenshot(asset) { add(FixedNode.screenshots, rollName) }
+        if facts.isRaw { add(FixedNode.raw, rollName) }
+        if facts.contentIdentifier != nil { add(FixedNode.livePhotos, rollName) }
+        if let prefix = UInt64(facts.sha256.prefix(12), radix: 16) {
+            let set = VirtualNode.duplicateSet(prefix: prefix)
+            add(set.id, rollName)
+            add(FixedNode.duplicates, set.name)
+        }
+        return names
+    }
+
     /// A VirtualNode's attributes: a read-only directory owned like the root.
     static func attributes(of node: VirtualNode, root: Attributes) -> Attributes {
         var a = root
