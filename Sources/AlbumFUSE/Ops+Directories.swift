@@ -65,7 +65,7 @@ extension Operations {
         ops.link = { req, ino, newParent, newName in
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
-                fs.replyEntry(req, try fs.library.link(ino, into: newParent, named: name(newName)), in: newParent)
+                fs.replyEntry(req, try fs.library.link(ino, into: newParent, named: name(newName)))
             }
         }
         ops.symlink = { req, _, _, _ in fuse_reply_err(req, EPERM) }
@@ -90,7 +90,7 @@ extension FileSystem {
                 let needed = buffer.withUnsafeMutableBufferPointer { buf in
                     let start = buf.baseAddress! + used
                     if plus {
-                        var e = self.entry(for: attributes, in: directory)
+                        var e = self.entry(for: attributes)
                         return fuse_add_direntry_plus(req, start, size - used, cName, &e, off_t(cookie))
                     }
                     var s = self.stat(of: attributes)

@@ -8,7 +8,7 @@ extension Operations {
         ops.lookup = { req, parent, rawName in
             let fs = FileSystem.of(req)
             do throws(LibraryError) {
-                fs.replyEntry(req, try fs.library.lookup(parent, name(rawName), by: caller(req)), in: parent)
+                fs.replyEntry(req, try fs.library.lookup(parent, name(rawName), by: caller(req)))
             } catch .notFound {
                 var negative = fs.negativeEntry()
                 fuse_reply_entry(req, &negative)

@@ -22,14 +22,13 @@ extension FileSystem {
 
     /// Names in the computed views are cached like any other: whatever makes
     /// one wrong (a delete, a rename in the roll, facts read anew) invalidates
-    /// it (ComputedViews.names). The views' own years, months and sets keep
-    /// no attributes (they are made up from the root's on each request).
-    func entry(for a: Attributes, in directory: NodeID? = nil) -> fuse_entry_param {
+    /// it (ComputedViews.names), with the month, year or set it may empty.
+    func entry(for a: Attributes) -> fuse_entry_param {
         var e = fuse_entry_param()
         e.ino = a.id
         e.generation = 1
         e.attr = stat(of: a)
-        e.attr_timeout = Library.isComputed(a.id) ? 0 : timeouts.attributes
+        e.attr_timeout = timeouts.attributes
         e.entry_timeout = timeouts.entry
         return e
     }
@@ -45,14 +44,14 @@ extension FileSystem {
         fuse_entry_param()
     }
 
-    func replyEntry(_ req: fuse_req_t?, _ a: Attributes, in directory: NodeID? = nil) {
-        var e = entry(for: a, in: directory)
+    func replyEntry(_ req: fuse_req_t?, _ a: Attributes) {
+        var e = entry(for: a)
         fuse_reply_entry(req, &e)
     }
 
     func replyAttributes(_ req: fuse_req_t?, _ a: Attributes) {
         var s = stat(of: a)
-        fuse_reply_attr(req, &s, Library.isComputed(a.id) ? 0 : timeouts.attributes)
+        fuse_reply_attr(req, &s, timeouts.attributes)
     }
 
     func replyError(_ req: fuse_req_t?, _ error: LibraryError) {
