@@ -10,7 +10,7 @@ import Synchronization
 /// has no facts yet. One serial queue at utility priority, so a copy is
 /// never slowed by more than one reader; each asset's facts are written
 /// only if its content did not change while it was read (else it is read
-/// again), in one short transaction.
+/// again), up to 32 assets a transaction (fewer when the queue runs dry).
 final class Indexer: Sendable {
     private let queue = DispatchQueue(label: "albumfs.indexer", qos: .utility)
     private let queued = Mutex<Set<NodeID>>([])
@@ -40,12 +40,37 @@ final class Indexer: Sendable {
         guard queued.withLock({ $0.insert(id).inserted }) else { return }
         outstanding.add(1, ordering: .relaxed)
         queue.async(group: idle) { [self, weak library] in
-            defer { outstanding.subtract(1, ordering: .relaxed) }
-            queued.withLock { _ = $0.remove(id) }
-            guard !stopped.load(ordering: .relaxed), let library else { return }
-            if !index(id, in: library) { enqueue(id, of: library) }
+            let waiting = queued.withLock { queued in
+                queued.remove(id)
+                return queued.count
+            }
+            guard !stopped.load(ordering: .relaxed), let library else {
+                outstanding.subtract(1 + unwritten.withLock { $0.count }, ordering: .relaxed)
+                unwritten.withLock { $0 = [] }
+                return
+            }
+            switch read(id, in: library) {
+            case .read(let reading): unwritten.withLock { $0.append(reading) }
+            case .changedWhileRead: enqueue(id, of: library); outstanding.subtract(1, ordering: .relaxed)
+            case .nothing: outstanding.subtract(1, ordering: .relaxed)
+            }
+            // One transaction for many files: the requests a copy makes
+            // meanwhile wait for the database less often.
+            let batch = unwritten.withLock { unwritten -> [Reading] in
+                guard unwritten.count >= Self.batch || (waiting == 0 && !unwritten.isEmpty) else { return [] }
+                defer { unwritten = [] }
+                return unwritten
+            }
+            if !batch.isEmpty {
+                record(batch, in: library)
+                outstanding.subtract(batch.count, ordering: .relaxed)
+            }
         }
     }
+
+    /// Facts read and not yet written (only the queue touches them).
+    private let unwritten = Mutex<[Reading]>([])
+    private static let batch = 32
 
     /// Runs `body` (a writer's release) counted as pending, so that the count
     /// never drops to 0 between the writer's close and its read being queued.
@@ -78,33 +103,57 @@ final class Indexer: Sendable {
         idle.wait(timeout: .now() + seconds) == .success
     }
 
-    /// Reads one asset; false when its content changed meanwhile (read it again).
-    private func index(_ id: NodeID, in library: Library) -> Bool {
+    struct Reading: Sendable {
+        let id: NodeID
+        let facts: AssetFacts
+        let rollName: Name?
+        let month: String
+        let screenshot: Bool
+        let stamp: (size: Int64, modified: Nanoseconds)
+    }
+
+    enum Outcome: Sendable {
+        case read(Reading)
+        /// Its content changed while it was read: read it again.
+        case changedWhileRead
+        /// Gone, not an asset, or unreadable: nothing to record.
+        case nothing
+    }
+
+    private func read(_ id: NodeID, in library: Library) -> Outcome {
         guard let subject = try? library.read({ db -> (Attributes, Name?)? in
             guard let a = try db.attributes(of: id), a.kind == .asset else { return nil }
             return (a, try db.name(of: id, in: FixedNode.cameraRoll))
-        }) else { return true }  // gone, or not an asset: nothing to do
-        guard let descriptor = try? library.content.open(id, writable: false) else { return true }
+        }) else { return .nothing }
+        guard let descriptor = try? library.content.open(id, writable: false) else { return .nothing }
         defer { close(descriptor) }
-        guard let before = Self.stamp(descriptor) else { return true }
-        guard let facts = try? reader.facts(ofFileAt: descriptor) else { return true }
-        guard let after = Self.stamp(descriptor), after.size == before.size, after.modified == before.modified else { return false }
+        guard let before = Self.stamp(descriptor), let facts = try? reader.facts(ofFileAt: descriptor) else { return .nothing }
+        guard let after = Self.stamp(descriptor), after.size == before.size, after.modified == before.modified else {
+            return .changedWhileRead
+        }
         let (attributes, rollName) = subject
-        let month = facts.capturedMonth ?? Self.localMonth(attributes.modificationTime)
-        let screenshot = facts.isScreenshot || (facts.kind == .photo && rollName.map(ScreenshotNames.matches) == true)
+        return .read(Reading(id: id, facts: facts, rollName: rollName,
+                             month: facts.capturedMonth ?? Self.localMonth(attributes.modificationTime),
+                             screenshot: facts.isScreenshot || (facts.kind == .photo && rollName.map(ScreenshotNames.matches) == true),
+                             stamp: before))
+    }
+
+    /// Writes what was read, in one transaction.
+    private func record(_ readings: [Reading], in library: Library) {
         let changes = try? library.write { db -> ChangeSet in
             var changes = ChangeSet()
-            guard try db.kind(of: id) == .asset else { return changes }
-            // What the views showed of it may go: the kernel must not keep those names.
-            if let rollName {
-                for entry in try ComputedViews.names(of: id, rollName: rollName, db) { changes.entry(entry.directory, entry.name) }
+            for r in readings where try db.kind(of: r.id) == .asset {
+                // What the views showed of it may go: the kernel must not keep those names.
+                let rollName = try db.name(of: r.id, in: FixedNode.cameraRoll) ?? r.rollName
+                if let rollName {
+                    for entry in try ComputedViews.names(of: r.id, rollName: rollName, db) { changes.entry(entry.directory, entry.name) }
+                }
+                try db.setFacts(r.id, r.facts, month: r.month, screenshot: r.screenshot, stamp: r.stamp)
             }
-            try db.setFacts(id, facts, month: month, screenshot: screenshot, stamp: before)
             return changes
         }
         // Delivered under the lock: once the mount clears it, none is under way.
         if let changes, !changes.isEmpty { library.backgroundChanges.withLock { $0?(changes) } }
-        return true
     }
 
     private static func stamp(_ descriptor: Int32) -> (size: Int64, modified: Nanoseconds)? {
