@@ -30,14 +30,11 @@ extension Database {
                       .int(stamp.size), .int(stamp.modified)).run()
     }
 
-    /// The By Date month of an asset (YYYY-MM), if its facts were read.
-    func month(of asset: NodeID) throws -> String? {
-        try statement("SELECT month FROM asset_facts WHERE asset = ?1").bind(.int(asset)).first { $0.text(0) }
-    }
-
-    /// Whether the asset is in Screenshots (its mark, or its name when read).
-    func isScreenshot(_ asset: NodeID) throws -> Bool {
-        try statement("SELECT screenshot FROM asset_facts WHERE asset = ?1").bind(.int(asset)).first { $0.int(0) != 0 } ?? false
+    /// Where the views show an asset, if its facts were read: one row.
+    func viewPlacement(of asset: NodeID) throws -> (month: String, kind: String, screenshot: Bool, raw: Bool,
+                                                     pairable: Bool, sha256: String)? {
+        try statement("SELECT month, kind, screenshot, raw, content_id IS NOT NULL, sha256 FROM asset_facts WHERE asset = ?1")
+            .bind(.int(asset)).first { ($0.text(0), $0.text(1), $0.int(2) != 0, $0.int(3) != 0, $0.int(4) != 0, $0.text(5)) }
     }
 
     /// Assets (live or deleted) with no facts yet, in id order, after `after`.

@@ -59,16 +59,16 @@ enum ComputedViews {
         var names: [ChangeSet.EntryName] = []
         func add(_ directory: NodeID, _ name: Name) { names.append(ChangeSet.EntryName(directory: directory, name: name)) }
         if try db.isFavorite(asset) { add(FixedNode.favorites, rollName) }
-        guard let facts = try db.facts(of: asset), let month = try db.month(of: asset),
-              let monthNode = VirtualNode.month(named: Array(month.utf8)), case .month(let year, _) = monthNode else { return names }
+        guard let place = try db.viewPlacement(of: asset),
+              let monthNode = VirtualNode.month(named: Array(place.month.utf8)), case .month(let year, _) = monthNode else { return names }
         add(monthNode.id, rollName)
         add(VirtualNode.year(year).id, monthNode.name)
         add(FixedNode.byDate, VirtualNode.year(year).name)
-        if facts.kind == .video { add(FixedNode.videos, rollName) }
-        if try db.isScreenshot(asset) { add(FixedNode.screenshots, rollName) }
-        if facts.isRaw { add(FixedNode.raw, rollName) }
-        if facts.contentIdentifier != nil { add(FixedNode.livePhotos, rollName) }
-        if let prefix = UInt64(facts.sha256.prefix(12), radix: 16) {
+        if place.kind == AssetFacts.Kind.video.rawValue { add(FixedNode.videos, rollName) }
+        if place.screenshot { add(FixedNode.screenshots, rollName) }
+        if place.raw { add(FixedNode.raw, rollName) }
+        if place.pairable { add(FixedNode.livePhotos, rollName) }
+        if let prefix = UInt64(place.sha256.prefix(12), radix: 16) {
             let set = VirtualNode.duplicateSet(prefix: prefix)
             add(set.id, rollName)
             add(FixedNode.duplicates, set.name)
