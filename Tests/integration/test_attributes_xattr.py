@@ -3,11 +3,12 @@
 import errno
 import os
 import stat
+import time
 
 import pytest
 
 from albumfs_testlib import (
-    current_umask, expect_errno, ino, names, payload, read, run, write,
+    ALBUMFS, current_umask, expect_errno, ino, names, payload, read, run, write,
 )
 
 AS_ROOT = os.geteuid() == 0
@@ -184,12 +185,16 @@ def test_album_directory_attributes(mount):
 
 
 def test_hard_link_view(shared, mount):
-    """Entries: st_ino is the asset id in every directory and st_nlink = 1 + albums; find -samefile sees them."""
+    """Entries: st_ino is the asset id in every directory and st_nlink = 1 + albums; find -samefile sees
+    them, the computed By Date entry too once the asset is read (Metadata: eventual, so index --wait first)."""
     roll, a, b = shared
     assert {os.stat(p).st_ino for p in shared} == {ino(roll)}
     assert all(os.stat(p).st_nlink == 3 for p in shared)
+    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(mount.mp)])
+    month = time.localtime(os.stat(roll).st_mtime)   # no capture date in the file: its mtime, local time
+    by_date = mount.mp / "By Date" / time.strftime("%Y", month) / time.strftime("%Y-%m", month) / roll.name
     found = run(["find", mount.mp, "-samefile", roll], text=True).stdout.splitlines()
-    assert sorted(found) == sorted(str(p) for p in shared)
+    assert sorted(found) == sorted(str(p) for p in [*shared, by_date])
 
 
 def test_statfs(mount):
