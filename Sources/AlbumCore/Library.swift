@@ -27,6 +27,8 @@ public final class Library: Sendable {
     public let isReadOnly: Bool
     public let options: LibraryOptions
     let database: Mutex<Database>
+    /// The database connection's commits, counted without its lock.
+    private let commits: CommitCounter
     let openFiles = OpenFiles()
     /// Where tests step in to run a race's other half (PausePoints).
     let pausePoints = PausePoints()
@@ -63,6 +65,7 @@ public final class Library: Sendable {
             guard reserve.release() else { throw full }
             do { db = try opener.open() } catch .noSpace { throw full }
         }
+        self.commits = db.commits
         self.database = Mutex(db)
         self.reserve = reserve
         self.largestFileSize = readOnly ? Int64.max : content.largestFileSize()
@@ -74,6 +77,12 @@ public final class Library: Sendable {
             indexer?.indexMissing(of: self)
         }
     }
+
+    /// A number that has risen by the time any change to the library, a
+    /// request's or one made in the background, is visible: read it before
+    /// a query, and the same number later means that nothing the query saw
+    /// has changed since. (It rises with every commit, whatever it changed.)
+    public var changeCount: UInt64 { commits.current }
 
     /// Sets where changes made outside any request are sent (see backgroundChanges).
     public func onBackgroundChanges(_ deliver: (@Sendable (ChangeSet) -> Void)?) {

@@ -47,6 +47,7 @@ final class FileSystem: Sendable {
     let library: Library
     let timeouts: CacheTimeouts
     let invalidator: Invalidator
+    let viewListings = ViewListings()
     let channel: DeviceChannel
     let passthrough: Passthrough
     /// Reported as st_blksize, which cp, cat and rsync size their buffers

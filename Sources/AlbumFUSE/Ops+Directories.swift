@@ -9,12 +9,13 @@ extension Operations {
         ops.opendir = { req, ino, fi in
             // The kernel may keep listings: changes made through it refresh
             // them, and the Invalidator drops those that change elsewhere.
-            // A computed view's listing changes with what albumfs learns of
-            // its assets: read anew each time.
-            if !Library.isComputed(ino) {
-                fi!.pointee.cache_readdir = 1
-                fi!.pointee.keep_cache = 1
-            }
+            // A computed view's listing is kept while nothing has changed
+            // since it was read (ViewListings).
+            let fs = FileSystem.of(req)
+            let current = !Library.isComputed(ino)
+                || fs.viewListings.isCurrent(ino, changeCount: fs.library.changeCount)
+            fi!.pointee.cache_readdir = 1
+            fi!.pointee.keep_cache = current ? 1 : 0
             fuse_reply_open(req, fi)
         }
         ops.readdir = { req, ino, size, offset, _ in
@@ -78,7 +79,10 @@ extension FileSystem {
     /// and `..`; an entry's cookie is its row id + 2, stable while the
     /// directory changes around it.
     func readDirectory(_ req: fuse_req_t?, _ directory: NodeID, size: Int, offset: Int, plus: Bool) {
-        if offset == 0 { invalidator.listing(directory) }
+        if offset == 0 {
+            invalidator.listing(directory)
+            if Library.isComputed(directory) { viewListings.reading(directory, changeCount: library.changeCount) }
+        }
         replying(req) { () throws(LibraryError) in
             var buffer = [CChar](repeating: 0, count: size)
             var used = 0

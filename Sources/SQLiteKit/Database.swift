@@ -1,4 +1,5 @@
 import CSQLite3
+import Synchronization
 
 /// One SQLite connection. It may move between threads but must not be used by
 /// two at once: the owner serialises use behind a lock (which is why SQLite is
@@ -6,6 +7,9 @@ import CSQLite3
 public final class Database: @unchecked Sendable {
     let handle: OpaquePointer
     private var statementCache: [String: Statement] = [:]
+    /// Every commit of this connection, autocommitted statements included,
+    /// counted by SQLite's commit hook: readable without the connection.
+    public let commits = CommitCounter()
 
     public struct OpenMode: Sendable {
         public let flags: Int32
@@ -24,6 +28,11 @@ public final class Database: @unchecked Sendable {
         }
         handle = db
         sqlite3_extended_result_codes(db, 1)
+        // The counter lives as long as the connection (this object holds both).
+        sqlite3_commit_hook(db, { counter in
+            Unmanaged<CommitCounter>.fromOpaque(counter!).takeUnretainedValue().count()
+            return 0   // 0: let the commit go on
+        }, Unmanaged.passUnretained(commits).toOpaque())
     }
 
     deinit {
@@ -84,3 +93,15 @@ public final class Database: @unchecked Sendable {
         try self.statement(sql).first { $0.int64(0) } ?? 0
     }
 }
+
+/// How many commits a connection has made. The count rises as a commit
+/// begins (SQLite's commit hook), under the connection's owner's lock, so
+/// whoever reads a value and then takes that lock sees every change of the
+/// commits counted. A commit that then fails still counts (one count too
+/// many, never one too few).
+public final class CommitCounter: Sendable {
+    private let value = Atomic<UInt64>(0)
+    public var current: UInt64 { value.load(ordering: .acquiring) }
+    fileprivate func count() { _ = value.add(1, ordering: .releasing) }
+}
+

@@ -267,3 +267,43 @@ def test_view_names_never_go_stale(mount_factory, media):
     run([ALBUMFS, "index", "--wait", "--timeout", "60", str(m.mp)])
     expect_errno(errno.ENOENT, os.lstat, july / "paris.jpg")
     expect_errno(errno.ENOENT, os.lstat, by_date / "2019")
+
+
+def listed(directory) -> list[str]:
+    """The listing, read twice: the second time from the kernel's cache wherever it may keep one."""
+    os.listdir(directory)
+    return sorted(os.listdir(directory))
+
+
+def test_view_listings_never_go_stale(mount_factory, media):
+    """SEMANTICS.md § Visibility, in the views' listings, which the kernel may keep (opendir's
+    cache_readdir): names that appear (facts read in the background, a favorite set, a roll
+    rename) and names that go (rm) show in the next listing once the call or index --wait
+    returned; no retry. Fails if a view's cached listing is kept across a change."""
+    media_dir, _expected = media
+    m = mount_factory("m")
+    by_date, smart = m.mp / "By Date", m.mp / "Smart Albums"
+    july, videos, favorites = by_date / "2019" / "2019-07", smart / "Videos", smart / "Favorites"
+    assert listed(by_date) == [] and listed(videos) == [] and listed(favorites) == []
+
+    copy_media(media_dir, ["live.jpg"], m.roll)
+    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(m.mp)])
+    assert listed(by_date) == ["2019"]
+    assert listed(july) == ["live.jpg"]
+
+    shutil.copyfile(media_dir / "live.jpg", m.roll / "twin.jpg")
+    copy_media(media_dir, ["clip.mp4"], m.roll)
+    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(m.mp)])
+    assert listed(july) == ["live.jpg", "twin.jpg"]
+    assert listed(videos) == ["clip.mp4"]
+    assert listed(by_date) == ["2019", "2021"]
+
+    run(["ln", str(m.roll / "live.jpg"), str(favorites) + "/"])
+    assert listed(favorites) == ["live.jpg"]
+
+    os.rename(m.roll / "twin.jpg", m.roll / "paris.jpg")
+    assert listed(july) == ["live.jpg", "paris.jpg"]
+
+    os.unlink(m.roll / "clip.mp4")
+    assert listed(videos) == []
+    assert listed(by_date) == ["2019"]
