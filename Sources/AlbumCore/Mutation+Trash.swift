@@ -303,9 +303,12 @@ extension Mutation {
     }
 
     mutating func removeSideFile(_ directory: NodeID, _ name: Name, _ id: NodeID) throws {
-        try db.deleteNode(id)
-        try db.schedulePurge(id)
-        purged.append(id)
+        // One whose data is still in the database (the .trashinfo of an rm)
+        // has no content file to free.
+        if try !db.deleteNode(id) {
+            try db.schedulePurge(id)
+            purged.append(id)
+        }
         try vanished(directory, name)
     }
 }

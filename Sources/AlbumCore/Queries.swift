@@ -126,14 +126,20 @@ extension Database {
         try statement("UPDATE nodes SET parent = ?2 WHERE id = ?1").bind(.int(id), .int(parent)).run()
     }
 
-    /// Removes a node with its entries and extended attributes.
-    func deleteNode(_ id: NodeID) throws {
+    /// Removes a node with its entries and extended attributes (xattrs go
+    /// by their ON DELETE CASCADE: a DELETE of its own would cost a second
+    /// temporary b-tree per node). Returns whether its data was kept in the
+    /// database (a side file never opened), in which case it has no content
+    /// file to free.
+    @discardableResult
+    func deleteNode(_ id: NodeID) throws -> Bool {
         try statement("DELETE FROM entries WHERE child = ?1").bind(.int(id)).run()
         try statement("DELETE FROM side_file_data WHERE node = ?1").bind(.int(id)).run()
-        try statement("DELETE FROM xattrs WHERE node = ?1").bind(.int(id)).run()
+        let dataInDatabase = changes > 0
         try statement("DELETE FROM asset_facts WHERE asset = ?1").bind(.int(id)).run()
         try statement("DELETE FROM favorites WHERE asset = ?1").bind(.int(id)).run()
         try statement("DELETE FROM nodes WHERE id = ?1").bind(.int(id)).run()
+        return dataInDatabase
     }
 
     /// A directory's contents changed: its mtime and ctime become `now`.

@@ -156,6 +156,27 @@ struct RecentlyDeletedTests {
         #expect(try store.names(try store.trash().info).isEmpty)
     }
 
+    @Test("a purge leaves no row of the asset or of its .trashinfo (xattrs go by cascade), and schedules no free for a .trashinfo that never had a file")
+    func purgeLeavesNothingBehind() throws {
+        let store = try TestStore()
+        let trash = try store.trash()
+        let id = try store.createFile(roll, "x", contents: bytes("bytes"))
+        try store.library.setExtendedAttribute(id, name("user.note"), bytes("n"), mode: .createOrReplace)
+        try store.unlink(roll, "x")
+        let info = try #require(try store.id(trash.info, "x.trashinfo"))
+        try store.unlink(trash.files, "x")
+        store.library.waitForFreedData()
+        let left = try store.library.read { db in
+            try ["xattrs WHERE node", "side_file_data WHERE node", "nodes WHERE id", "entries WHERE child"].map { rows in
+                try db.scalarInt("SELECT count(*) FROM \(rows) IN (\(id), \(info))")
+            }
+        }
+        #expect(left == [0, 0, 0, 0])
+        #expect(try store.library.read { db in try db.scalarInt("SELECT count(*) FROM pending_purges WHERE id = \(info)") } == 0,
+                "a free was scheduled for a .trashinfo whose data was in the database")
+        #expect(store.dataSize(of: id) == nil)
+    }
+
     @Test("a deleted asset is read-only: open for writing, truncate, chmod, setxattr: not permitted; nothing can be created there")
     func deletedIsReadOnly() throws {
         let store = try TestStore()
