@@ -69,14 +69,16 @@ public final class Database: @unchecked Sendable {
 
     /// Runs `body` in a transaction; commits when it returns, rolls back when it throws.
     /// IMMEDIATE takes the write lock up front so a writer never fails half-way on BUSY.
+    /// The three statements are prepared once, like any other (sqlite3_exec
+    /// would parse them anew for every transaction).
     public func transaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
+        try statement("BEGIN IMMEDIATE").run()
         do {
             let result = try body()
-            try execute("COMMIT")
+            try statement("COMMIT").run()
             return result
         } catch {
-            try? execute("ROLLBACK")
+            try? statement("ROLLBACK").run()
             throw error
         }
     }
