@@ -14,18 +14,13 @@ struct DedupeCommand {
     var dryRun = false
 
     init(parsing arguments: [String]) throws(CommandFailure) {
-        var reader = ArgumentReader(arguments)
-        while let argument = reader.next() {
-            switch argument {
-            case "--dry-run", "-n": dryRun = true
-            case _ where argument.hasPrefix("--store"): store = try reader.value(of: "--store", in: argument)
-            case _ where argument.hasPrefix("-"): throw .usage("unknown dedupe argument \(argument)")
-            default:
-                guard mountPoint == nil else { throw .usage("expected at most one MOUNTPOINT") }
-                mountPoint = argument
-            }
+        var dryRun = false
+        let target = try LibraryTarget(parsing: arguments, for: "dedupe") { option in
+            guard option == "--dry-run" || option == "-n" else { return false }
+            dryRun = true
+            return true
         }
-        if store != nil && mountPoint != nil { throw .usage("give --store DIR or a MOUNTPOINT, not both") }
+        (store, mountPoint, self.dryRun) = (target.store, target.mountPoint, dryRun)
     }
 
     func run() throws(CommandFailure) -> Int32 {

@@ -10,18 +10,13 @@ struct StatsCommand {
     var json = false
 
     init(parsing arguments: [String]) throws(CommandFailure) {
-        var reader = ArgumentReader(arguments)
-        while let argument = reader.next() {
-            switch argument {
-            case "--json": json = true
-            case _ where argument.hasPrefix("--store"): store = try reader.value(of: "--store", in: argument)
-            case _ where argument.hasPrefix("-"): throw .usage("unknown stats argument \(argument)")
-            default:
-                guard mountPoint == nil else { throw .usage("expected at most one MOUNTPOINT") }
-                mountPoint = argument
-            }
+        var json = false
+        let target = try LibraryTarget(parsing: arguments, for: "stats") { option in
+            guard option == "--json" else { return false }
+            json = true
+            return true
         }
-        if store != nil && mountPoint != nil { throw .usage("give --store DIR or a MOUNTPOINT, not both") }
+        (store, mountPoint, self.json) = (target.store, target.mountPoint, json)
     }
 
     func run() throws(CommandFailure) -> Int32 {
