@@ -186,7 +186,8 @@ def test_album_directory_attributes(mount):
 
 def test_hard_link_view(shared, mount):
     """Entries: st_ino is the asset id in every directory and st_nlink = 1 + albums; find -samefile sees
-    them, the computed By Date entry too once the asset is read (Metadata: eventual, so index --wait first)."""
+    them, the computed By Date entry too once the asset is read (SEMANTICS.md § What albumfs knows of each
+    asset: computed within a few seconds of close, so index --wait first)."""
     roll, a, b = shared
     assert {os.stat(p).st_ino for p in shared} == {ino(roll)}
     assert all(os.stat(p).st_nlink == 3 for p in shared)
