@@ -15,7 +15,7 @@ final class ImportProgress {
     private var done = Totals()
     /// Bytes of the file being copied, so far.
     private var current: Int64 = 0
-    private let started = LibraryHashes.monotonicSeconds()
+    private let started = monotonicSeconds()
     private var lastDrawn = 0.0
     private var barShown = false
 
@@ -59,12 +59,12 @@ final class ImportProgress {
         emit(line + "\n", to: STDOUT_FILENO)
     }
 
-    var elapsed: Double { LibraryHashes.monotonicSeconds() - started }
+    var elapsed: Double { monotonicSeconds() - started }
 
     // MARK: the bar
 
     private func draw(force: Bool) {
-        let now = LibraryHashes.monotonicSeconds()
+        let now = monotonicSeconds()
         guard force || now - lastDrawn >= 0.1 else { return }
         lastDrawn = now
         let line = Self.bar(files: done.files, of: total.files, bytes: done.bytes + current, of: total.bytes,

@@ -30,32 +30,16 @@ struct IndexCommand {
 
     func run() throws(CommandFailure) -> Int32 {
         let root = StoreLocation(path: mountPoint ?? ".").root
-        var start = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &start)
-        while true {
-            guard let pending = Self.pending(root) else {
-                throw CommandFailure(.usage, "\(root) is not a mounted albumfs library (no user.albumfs.indexing)")
-            }
-            if pending == 0 { return ExitCode.success.rawValue }
-            var now = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &now)
-            if Double(now.tv_sec - start.tv_sec) >= timeout {
-                print("\(pending) file\(pending == 1 ? "" : "s") still waiting to be read after \(Int(timeout)) s")
-                return ExitCode.problemsFound.rawValue
-            }
-            usleep(50_000)
+        switch IndexingWait.wait(for: BytePath(root), timeout: timeout) {
+        case .done:
+            return ExitCode.success.rawValue
+        case .notALibrary:
+            throw CommandFailure(.usage, "\(root) is not a mounted albumfs library (no user.albumfs.indexing)")
+        case .timedOut(let pending):
+            print("\(pending) file\(pending == 1 ? "" : "s") still waiting to be read after \(Int(timeout)) s")
+            return ExitCode.problemsFound.rawValue
+        case .interrupted:   // (only where Interruption holds signals back: not here)
+            return 128 + (Interruption.received ?? SIGINT)
         }
     }
-
-    private static func pending(_ root: String) -> Int? {
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let count = systemGetxattr(root, "user.albumfs.indexing", &buffer, buffer.count)
-        guard count > 0 else { return nil }
-        return Int(String(decoding: buffer.prefix(count), as: UTF8.self))
-    }
 }
-
-/// getxattr(2), from <sys/xattr.h>, which the Glibc module does not export.
-@_silgen_name("getxattr")
-private func systemGetxattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeMutableRawPointer?,
-                            _ size: Int) -> Int

@@ -62,7 +62,13 @@ final class IsolatedFactsReader: AssetFactsReader, Sendable {
         posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO)
         // Nothing else of the daemon's: not /dev/fuse (the mount would outlive
         // the daemon), not the launcher's readiness pipe, not the store's lock.
-        spawnClosesFrom(&actions, STDERR_FILENO + 1)
+        let closing = spawnClosesFrom(&actions, STDERR_FILENO + 1)
+        guard closing == 0 else {
+            close(ends[0])
+            close(ends[1])
+            Log.error("cannot start the facts reader: \(String(cString: strerror(closing)))")
+            return nil
+        }
         var pid: pid_t = 0
         let arguments = ["albumfs", "read-facts"]
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]

@@ -13,18 +13,9 @@ enum LibraryHashes {
     static let indexingWaitSeconds = 120.0
 
     /// Waits for indexing; `waiting(n)` is told how many are left when it has to wait.
-    /// False when interrupted.
+    /// False when interrupted (past the bound, what is left is hashed here).
     static func waitForIndexing(of mountPoint: BytePath, waiting: (Int) -> Void) -> Bool {
-        let root = mountPoint
-        let deadline = monotonicSeconds() + indexingWaitSeconds
-        var told = false
-        while let text = root.extendedAttribute("user.albumfs.indexing"), let left = Int(text), left > 0 {
-            if Interruption.received != nil { return false }
-            if monotonicSeconds() > deadline { break }
-            if !told { waiting(left); told = true }
-            usleep(50_000)
-        }
-        return Interruption.received == nil
+        IndexingWait.wait(for: mountPoint, timeout: indexingWaitSeconds, waiting: waiting) != .interrupted
     }
 
     struct Collected {
@@ -64,9 +55,4 @@ enum LibraryHashes {
         return .success(collected)
     }
 
-    static func monotonicSeconds() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
 }
