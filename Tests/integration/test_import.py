@@ -3,12 +3,11 @@ ImageMagick (one JPEG, then distinct bytes appended after its EOI marker, so eac
 own SHA-256 and stays a JPEG for libmagic), a video made with ffmpeg, a few files that are not
 photos, some duplicates of assets already in the library and of each other.
 
-Facts are computed by the daemon after close(): the tests poll the root's
-`user.albumfs.indexing` and each roll file's `user.albumfs.sha256`, bounded; nothing else waits."""
+Facts are computed by the daemon after close(): the tests wait for them with `albumfs index
+--wait` (bounded); nothing else waits."""
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -90,21 +89,11 @@ def summary(stdout: str) -> tuple[int, ...]:
 
 
 def wait_for_index(mp: Path) -> dict[str, str]:
-    """Polls until the daemon has read every asset; returns {roll name: sha256}."""
-    deadline = time.monotonic() + INDEXED_WITHIN
-    while True:
-        pending = int(os.getxattr(mp, "user.albumfs.indexing"))
-        facts = {}
-        for name in os.listdir(mp / "Camera Roll"):
-            try:
-                facts[name] = os.getxattr(mp / "Camera Roll" / name, "user.albumfs.sha256").decode()
-            except OSError as e:
-                if e.errno != errno.ENODATA:
-                    raise
-        if pending == 0 and len(facts) == len(os.listdir(mp / "Camera Roll")):
-            return facts
-        assert time.monotonic() < deadline, f"{pending} assets still not read {INDEXED_WITHIN} s on"
-        time.sleep(0.05)
+    """`albumfs index --wait` (returns when the daemon has read every closed file), then
+    {roll name: sha256}: every roll entry has one by then, with no further wait."""
+    run([ALBUMFS, "index", "--wait", "--timeout", str(INDEXED_WITHIN), str(mp)])
+    roll = mp / "Camera Roll"
+    return {name: os.getxattr(roll / name, "user.albumfs.sha256").decode() for name in os.listdir(roll)}
 
 
 def imported_lines(stdout: str) -> list[tuple[str, str]]:
