@@ -17,11 +17,7 @@
 extension Library {
     public func setAttributes(_ id: NodeID, _ changes: AttributeChanges, by caller: Caller = Caller(uid: 0, gid: 0),
                               dropsSetID: Bool = false) throws(LibraryError) -> Attributes {
-        // A view's year, month or set: computed, nothing to keep.
-        if VirtualNode(id) != nil {
-            _ = try attributes(of: id)
-            throw .notPermitted
-        }
+        if try isVirtualDirectory(id) { throw .notPermitted }
         let openFiles = self.openFiles
         if changes.size != nil {
             waitForFreedData()
@@ -118,6 +114,17 @@ extension Library {
         let dropped = SetIDBits.droppedByWriting(current, by: caller)
         guard dropped != 0 else { return false }
         _ = try setAttributes(id, AttributeChanges(mode: current.mode & ~dropped))
+        return true
+    }
+}
+
+extension Library {
+    /// Whether `id` is a view's year, month or duplicate set (a VirtualNode:
+    /// computed, with no attributes of its own to keep or change). Throws
+    /// `.notFound` for one that shows nothing now.
+    func isVirtualDirectory(_ id: NodeID) throws(LibraryError) -> Bool {
+        guard VirtualNode(id) != nil else { return false }
+        _ = try attributes(of: id)
         return true
     }
 }

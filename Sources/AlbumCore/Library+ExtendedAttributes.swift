@@ -72,10 +72,7 @@ extension Library {
         }
         guard name.starts(with: Self.userPrefix) else { throw .attributeNotSupported }
         // A view's year, month or set has no attributes of its own.
-        if VirtualNode(id) != nil {
-            _ = try attributes(of: id)
-            throw .noAttribute
-        }
+        if try isVirtualDirectory(id) { throw .noAttribute }
         let value = try read { db -> [UInt8]?? in
             guard try db.kind(of: id) != nil else { return .none }
             return .some(try db.xattr(id, name))
@@ -86,10 +83,7 @@ extension Library {
     }
 
     public func extendedAttributeNames(_ id: NodeID) throws(LibraryError) -> [Name] {
-        if VirtualNode(id) != nil {
-            _ = try attributes(of: id)
-            return []
-        }
+        if try isVirtualDirectory(id) { return [] }
         let names = try read { db -> [Name]? in
             guard try db.kind(of: id) != nil else { return nil }
             return try db.xattrNames(id)
@@ -101,7 +95,7 @@ extension Library {
     public func setExtendedAttribute(_ id: NodeID, _ name: Name, _ value: [UInt8], mode: SetMode) throws(LibraryError) {
         try checkWritableName(name)
         if value.count > Self.maxAttributeValue { throw .valueTooLarge }
-        if VirtualNode(id) != nil { throw .notPermitted }
+        if try isVirtualDirectory(id) { throw .notPermitted }
         try write { db in
             guard try db.kind(of: id) != nil else { throw LibraryError.notFound }
             if try db.isDeleted(id) { throw LibraryError.notPermitted }
@@ -115,7 +109,7 @@ extension Library {
 
     public func removeExtendedAttribute(_ id: NodeID, _ name: Name) throws(LibraryError) {
         try checkWritableName(name)
-        if VirtualNode(id) != nil { throw .notPermitted }
+        if try isVirtualDirectory(id) { throw .notPermitted }
         try write { db in
             guard try db.kind(of: id) != nil else { throw LibraryError.notFound }
             if try db.isDeleted(id) { throw LibraryError.notPermitted }
