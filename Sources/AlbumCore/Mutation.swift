@@ -67,14 +67,14 @@ struct Mutation {
 
     /// Removes an entry. A roll entry's name leaves the computed views with it.
     mutating func deleteEntry(_ parent: NodeID, _ name: Name) throws {
-        if parent == roll, let asset = try db.child(of: roll, named: name) { try rollNameLeaves(asset, name) }
-        try db.deleteEntry(parent, name)
+        let child = try db.deleteEntry(parent, name)
+        if parent == roll, let child { try rollNameLeaves(child, name) }
     }
 
     /// Moves or renames an entry. A roll entry's old name leaves the computed views.
     mutating func moveEntry(_ parent: NodeID, _ name: Name, to newParent: NodeID, _ newName: Name) throws {
-        if parent == roll, let asset = try db.child(of: roll, named: name) { try rollNameLeaves(asset, name) }
-        try db.moveEntry(parent, name, to: newParent, newName)
+        let child = try db.moveEntry(parent, name, to: newParent, newName)
+        if parent == roll, let child { try rollNameLeaves(child, name) }
     }
 
     /// The computed views show `asset` under its roll name `name`: that name

@@ -112,14 +112,19 @@ extension Database {
             .bind(.int(parent), .blob(name), .int(child)).run()
     }
 
-    func deleteEntry(_ parent: NodeID, _ name: Name) throws {
-        try statement("DELETE FROM entries WHERE parent = ?1 AND name = ?2").bind(.int(parent), .blob(name)).run()
+    /// Removes an entry; returns the node it named (nil: there was none).
+    @discardableResult
+    func deleteEntry(_ parent: NodeID, _ name: Name) throws -> NodeID? {
+        try statement("DELETE FROM entries WHERE parent = ?1 AND name = ?2 RETURNING child")
+            .bind(.int(parent), .blob(name)).first { NodeID(bitPattern: $0.int64(0)) }
     }
 
-    /// Moves or renames an entry, keeping its row id (and so its readdir cookie).
-    func moveEntry(_ parent: NodeID, _ name: Name, to newParent: NodeID, _ newName: Name) throws {
-        try statement("UPDATE entries SET parent = ?3, name = ?4 WHERE parent = ?1 AND name = ?2")
-            .bind(.int(parent), .blob(name), .int(newParent), .blob(newName)).run()
+    /// Moves or renames an entry, keeping its row id (and so its readdir
+    /// cookie); returns the node it names (nil: there was none).
+    @discardableResult
+    func moveEntry(_ parent: NodeID, _ name: Name, to newParent: NodeID, _ newName: Name) throws -> NodeID? {
+        try statement("UPDATE entries SET parent = ?3, name = ?4 WHERE parent = ?1 AND name = ?2 RETURNING child")
+            .bind(.int(parent), .blob(name), .int(newParent), .blob(newName)).first { NodeID(bitPattern: $0.int64(0)) }
     }
 
     func setDirectoryParent(_ id: NodeID, _ parent: NodeID) throws {
