@@ -139,8 +139,8 @@ extension Database {
     @discardableResult
     func deleteNode(_ id: NodeID) throws -> Bool {
         try statement("DELETE FROM entries WHERE child = ?1").bind(.int(id)).run()
-        try statement("DELETE FROM side_file_data WHERE node = ?1").bind(.int(id)).run()
-        let dataInDatabase = changes > 0
+        let dataInDatabase = try statement("DELETE FROM side_file_data WHERE node = ?1 RETURNING node")
+            .bind(.int(id)).first { _ in true } ?? false
         try statement("DELETE FROM asset_facts WHERE asset = ?1").bind(.int(id)).run()
         try statement("DELETE FROM favorites WHERE asset = ?1").bind(.int(id)).run()
         try statement("DELETE FROM nodes WHERE id = ?1").bind(.int(id)).run()
