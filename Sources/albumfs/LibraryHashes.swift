@@ -54,5 +54,4 @@ enum LibraryHashes {
         }
         return .success(collected)
     }
-
 }
