@@ -154,11 +154,12 @@ class Mount:
         except OSError:
             return "(no log)"
 
-    def start(self, options: list[str] | None = None) -> None:
-        """Start `albumfs mount --store S -f MP [-o ...]` and wait until MP is in /proc/mounts."""
+    def start(self, options: list[str] | None = None, flags: list[str] | None = None) -> None:
+        """Start `albumfs mount --store S -f [FLAGS] MP [-o ...]` and wait until MP is in
+        /proc/mounts. flags: more of the mount command's own (e.g. -d: every request logged)."""
         assert not is_mounted(self.mp), f"{self.mp} is already mounted"
         self.starts += 1
-        cmd = [str(ALBUMFS), "mount", "--store", str(self.store), "-f", str(self.mp)]
+        cmd = [str(ALBUMFS), "mount", "--store", str(self.store), "-f", *(flags or []), str(self.mp)]
         if self.create_on_start:
             cmd.insert(2, "--create")
             self.create_on_start = False
