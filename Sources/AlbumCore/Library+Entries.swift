@@ -13,7 +13,7 @@ extension Library {
         waitForFreedData()
         return try mutate(by: caller, freesSpace: false) { m -> Attributes in
             guard let policy = try m.policy(of: parent) else { throw LibraryError.notFound }
-            if try m.db.child(of: parent, named: name) != nil { throw LibraryError.exists }
+            if try m.entry(of: parent, named: name) != nil { throw LibraryError.exists }
             let id: NodeID
             var newFile = policy.newFile
             // A roll or album file under a side-file name belongs to its directory only.
@@ -55,7 +55,7 @@ extension Library {
         waitForFreedData()
         return try mutate(by: caller, freesSpace: false) { m -> Attributes in
             guard let policy = try m.policy(of: parent) else { throw LibraryError.notFound }
-            if try m.db.child(of: parent, named: name) != nil { throw LibraryError.exists }
+            if try m.entry(of: parent, named: name) != nil { throw LibraryError.exists }
             guard policy.makesAlbums else { throw LibraryError.notPermitted }
             let id = try m.db.insertNode(kind: .album, parent: parent, mode: mode, owner: caller, now: m.now)
             try m.db.insertEntry(parent, name, id)

@@ -17,7 +17,7 @@ extension Library {
         if flags.contains(.exchange) { throw .invalidArgument }
         try Names.validate(newName)
         let (becameAsset, changes) = try mutate(by: caller) { m -> NodeID? in
-            let source = try m.db.child(of: oldParent, named: oldName)
+            let source = try m.entry(of: oldParent, named: oldName)
             let wasSideFile = try source.map { try m.db.kind(of: $0) == .sideFile } ?? false
             try m.rename(oldParent, oldName, to: newParent, newName, noReplace: flags.contains(.noReplace))
             m.changes.handledByKernel(directories: [oldParent, newParent], node: source)
@@ -44,7 +44,7 @@ extension Mutation {
               let sourceKind = try db.kind(of: source) else { throw LibraryError.notFound }
         guard let oldPolicy = try policy(of: oldParent), let newPolicy = try policy(of: newParent) else { throw LibraryError.notFound }
         let oldParentKind = try kind(of: oldParent)
-        let target = try db.child(of: newParent, named: newName)
+        let target = try entry(of: newParent, named: newName)
         // Two names of one file: rename(2) does nothing.
         if target == source { return }
         if target != nil && noReplace { throw LibraryError.exists }

@@ -172,24 +172,39 @@ public final class Library: Sendable {
     public func lookup(_ parent: NodeID, _ name: Name, by caller: Caller? = nil) throws(LibraryError) -> Attributes {
         if name.count > Names.maxLength { throw .nameTooLong }
         let openFiles = self.openFiles
-        let found = try read { db -> Attributes? in
-            guard let view = ComputedViews.view(serving: parent) else { return try db.lookup(parent, name).map(openFiles.overlay) }
+        let (found, infosToWrite) = try read { db -> (Attributes?, Bool) in
+            guard let view = ComputedViews.view(serving: parent) else {
+                if let found = try db.lookup(parent, name) { return (openFiles.overlay(found), false) }
+                return (nil, try db.trash(withUnwrittenInfosIn: parent) != nil)
+            }
             switch try view.lookup(db, in: parent, name) {
-            case .asset(let attributes): return openFiles.overlay(attributes)
-            case .directory(let node): return try Self.attributes(of: node, db)
-            case nil: return nil
+            case .asset(let attributes): return (openFiles.overlay(attributes), false)
+            case .directory(let node): return (try Self.attributes(of: node, db), false)
+            case nil: return (nil, false)
             }
         }
         if let found { return found }
         if parent == FixedNode.root, let uid = Self.trashOwner(name) {
             return try trash(of: uid, lookedUpBy: caller)
         }
+        if infosToWrite, try writeUnwrittenTrashInfos(in: parent) { return try lookup(parent, name, by: caller) }
         throw .notFound
+    }
+
+    /// Writes the `.trashinfo` files still to write in `directory`, a trash's
+    /// info/ (Mutation.writeUnwrittenTrashInfos). Returns whether it wrote
+    /// any. A read-only library shows none of them.
+    private func writeUnwrittenTrashInfos(in directory: NodeID) throws(LibraryError) -> Bool {
+        guard !isReadOnly else { return false }
+        return try mutate(by: Caller(uid: 0, gid: 0)) { m in try m.writeUnwrittenTrashInfos(in: directory) }.0
     }
 
     /// Up to `limit` entries of a directory after `cookie` (0: from the start).
     public func list(_ directory: NodeID, after cookie: Int64, limit: Int) throws(LibraryError) -> [DirectoryEntry] {
         let openFiles = self.openFiles
+        if cookie == 0, try read({ db in try db.kind(of: directory) == .trashInfo && db.trash(withUnwrittenInfosIn: directory) != nil }) {
+            _ = try writeUnwrittenTrashInfos(in: directory)
+        }
         let entries = try read { db -> [DirectoryEntry]? in
             if let view = ComputedViews.view(serving: directory) {
                 if let node = VirtualNode(directory), try !view.exists(db, node) { return nil }

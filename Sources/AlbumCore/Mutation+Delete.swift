@@ -6,9 +6,9 @@ import SQLiteKit
 /// A deleted asset keeps its node, data and xattrs; it loses its roll and
 /// album entries (the album ones are remembered), gains an entry in
 /// Recently Deleted and one in a trash's files/ (with its `.trashinfo` when
-/// albumfs put it there), and a `deleted_assets` row. Each of these changes
-/// is one transaction of its caller; a purge frees the data only after it
-/// committed (pending_purges).
+/// albumfs put it there, written when first needed), and a `deleted_assets`
+/// row. Each of these changes is one transaction of its caller; a purge frees
+/// the data only after it committed (pending_purges).
 extension Mutation {
     // MARK: delete
 
@@ -38,6 +38,7 @@ extension Mutation {
         try db.insertEntry(recentlyDeleted, try db.freeName(in: recentlyDeleted, for: rollName), id)
         try touched(recentlyDeleted)
         var shownIn = trashEntry
+        var infoPath: Name?
         if let trashEntry {
             try db.insertEntry(trashEntry.directory, trashEntry.name, id)
             try touched(trashEntry.directory)
@@ -45,10 +46,12 @@ extension Mutation {
             let name = try freeTrashName(in: trash, for: rollName)
             try db.insertEntry(trash.files, name, id)
             try touched(trash.files)
-            try writeTrashInfo(in: trash, for: name, originalPath: FixedNode.cameraRollName + [0x2f] + rollName)
+            // Its .trashinfo, written when first needed (writeUnwrittenTrashInfos).
+            try touched(trash.info)
+            infoPath = FixedNode.cameraRollName + [0x2f] + rollName
             shownIn = (trash.files, name)
         }
-        try db.insertDeletedAsset(id, at: now, trash: shownIn)
+        try db.insertDeletedAsset(id, at: now, trash: shownIn, unwrittenInfoPath: infoPath)
         // Its ctime is the deletion time (Recently Deleted shows it so).
         try db.touchChangeTime(id, now: now)
         changes.node(id)

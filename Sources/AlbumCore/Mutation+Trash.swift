@@ -71,11 +71,29 @@ extension Mutation {
         return Names.truncate(name, toAtMost: room) + counter
     }
 
+    /// The `.trashinfo` of the assets albumfs put in a trash itself (an rm in
+    /// the roll) are written when first needed, not by the delete: a lookup
+    /// that misses in that trash's info/, a listing of it, a change in it.
+    /// So a delete and a purge of an item nobody looked at make and remove no
+    /// node (a quarter of their work). Returns whether `directory` is an info/
+    /// that had any to write.
+    mutating func writeUnwrittenTrashInfos(in directory: NodeID) throws -> Bool {
+        guard let trash = try db.trash(withUnwrittenInfosIn: directory) else { return false }
+        guard let top = try db.attributes(of: trash.top) else { throw LibraryError.io(EIO) }
+        for info in try db.unwrittenTrashInfos(of: trash.files) {
+            try writeTrashInfo(in: trash, for: info.name, originalPath: info.originalPath, deletedAt: info.deletedAt,
+                               owner: Caller(uid: top.uid, gid: top.gid))
+            try db.trashInfoWritten(info.asset)
+        }
+        return true
+    }
+
     /// Writes `info/NAME.trashinfo` for an item albumfs put in the trash
     /// itself, as GIO would have: the original path relative to the mount,
     /// URI-escaped, and the local deletion time.
-    mutating func writeTrashInfo(in trash: TrashDirectories, for name: Name, originalPath: Name) throws {
-        var seconds = time_t(now / 1_000_000_000)
+    private mutating func writeTrashInfo(in trash: TrashDirectories, for name: Name, originalPath: Name,
+                                         deletedAt: Nanoseconds, owner: Caller) throws {
+        var seconds = time_t(deletedAt / 1_000_000_000)
         var local = tm()
         localtime_r(&seconds, &local)
         var date = [CChar](repeating: 0, count: 32)
@@ -86,9 +104,9 @@ extension Mutation {
         if let old = try db.child(of: trash.info, named: infoName) { try removeSideFile(trash.info, infoName, old) }
         // Its data stays in the database until something opens it (GIO's
         // Trash window does): a delete creates no file.
-        let id = try createSideFile(in: trash.info, named: infoName, mode: 0o600, owner: caller, contents: nil)
+        let id = try createSideFile(in: trash.info, named: infoName, mode: 0o600, owner: owner, contents: nil)
         try db.setSideFileData(id, text)
-        try db.writeContentState(id, size: Int64(text.count), modified: now, changed: now)
+        try db.writeContentState(id, size: Int64(text.count), modified: deletedAt, changed: now)
     }
 
     /// g_uri_escape_string(path, "/", FALSE): unreserved bytes and `/` stay.

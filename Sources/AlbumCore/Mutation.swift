@@ -37,13 +37,21 @@ struct Mutation {
     }
 
     /// The node `name` in `parent` shows, computed views included.
-    func child(of parent: NodeID, named name: Name) throws -> NodeID? {
-        guard let view = ComputedViews.view(serving: parent) else { return try db.child(of: parent, named: name) }
+    mutating func child(of parent: NodeID, named name: Name) throws -> NodeID? {
+        guard let view = ComputedViews.view(serving: parent) else { return try entry(of: parent, named: name) }
         switch try view.lookup(db, in: parent, name) {
         case .asset(let attributes): return attributes.id
         case .directory(let node): return node.id
         case nil: return nil
         }
+    }
+
+    /// The node of entry `name` in `parent`, a `.trashinfo` still to write
+    /// included (it is written first).
+    mutating func entry(of parent: NodeID, named name: Name) throws -> NodeID? {
+        if let child = try db.child(of: parent, named: name) { return child }
+        guard try writeUnwrittenTrashInfos(in: parent) else { return nil }
+        return try db.child(of: parent, named: name)
     }
 
     func kind(of id: NodeID) throws -> NodeKind {

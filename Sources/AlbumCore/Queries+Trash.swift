@@ -20,9 +20,14 @@ extension Database {
         try statement("SELECT 1 FROM deleted_assets WHERE asset = ?1").bind(.int(id)).first { _ in true } ?? false
     }
 
-    func insertDeletedAsset(_ id: NodeID, at time: Nanoseconds, trash: (directory: NodeID, name: Name)?) throws {
-        try statement("INSERT INTO deleted_assets(asset, deleted_at, trash, trash_name) VALUES (?1, ?2, ?3, ?4)")
-            .bind(.int(id), .int(time), trash.map { .int($0.directory) } ?? .null, trash.map { .blob($0.name) } ?? .null)
+    /// `unwrittenInfoPath`: the original path its trash's `.trashinfo` is to
+    /// show once written (an rm: albumfs writes it when first needed).
+    func insertDeletedAsset(_ id: NodeID, at time: Nanoseconds, trash: (directory: NodeID, name: Name)?,
+                            unwrittenInfoPath: Name? = nil) throws {
+        try statement("""
+            INSERT INTO deleted_assets(asset, deleted_at, trash, trash_name, unwritten_info_path) VALUES (?1, ?2, ?3, ?4, ?5)
+            """).bind(.int(id), .int(time), trash.map { .int($0.directory) } ?? .null, trash.map { .blob($0.name) } ?? .null,
+                      unwrittenInfoPath.map { .blob($0) } ?? .null)
             .run()
     }
 
@@ -122,6 +127,38 @@ extension Database {
     func trash(ofFiles directory: NodeID) throws -> TrashDirectories? {
         try statement("SELECT directory, files, info, expunged FROM trashes WHERE files = ?1").bind(.int(directory))
             .first(Self.decodeTrash)
+    }
+
+    /// The trash whose info/ is `directory`, if it is one with `.trashinfo`
+    /// files still to write.
+    func trash(withUnwrittenInfosIn directory: NodeID) throws -> TrashDirectories? {
+        try statement("""
+            SELECT t.directory, t.files, t.info, t.expunged FROM trashes t WHERE t.info = ?1
+            AND EXISTS (SELECT 1 FROM deleted_assets d WHERE d.trash = t.files AND d.unwritten_info_path IS NOT NULL)
+            """).bind(.int(directory)).first(Self.decodeTrash)
+    }
+
+    /// A `.trashinfo` albumfs is still to write: for the files/ entry `name`
+    /// of deleted asset `asset`, once at `originalPath`.
+    struct UnwrittenTrashInfo {
+        let asset: NodeID
+        let name: Name
+        let originalPath: Name
+        let deletedAt: Nanoseconds
+    }
+
+    func unwrittenTrashInfos(of files: NodeID) throws -> [UnwrittenTrashInfo] {
+        try statement("""
+            SELECT asset, trash_name, unwritten_info_path, deleted_at FROM deleted_assets
+            WHERE trash = ?1 AND unwritten_info_path IS NOT NULL ORDER BY asset
+            """).bind(.int(files)).all { row in
+            UnwrittenTrashInfo(asset: NodeID(bitPattern: row.int64(0)), name: row.blob(1), originalPath: row.blob(2),
+                               deletedAt: row.int64(3))
+        }
+    }
+
+    func trashInfoWritten(_ asset: NodeID) throws {
+        try statement("UPDATE deleted_assets SET unwritten_info_path = NULL WHERE asset = ?1").bind(.int(asset)).run()
     }
 
     private static func decodeTrash(_ row: Statement) -> TrashDirectories {

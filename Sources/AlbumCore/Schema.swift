@@ -160,6 +160,19 @@ enum Schema {
                     """).bind(.int(view.parent), .blob(view.name), .int(view.id), .int(FixedNode.root)).run()
             }
         },
+        .init("the .trashinfo of an asset deleted with rm, written when first needed") { db in
+            try db.execute("""
+                -- The original path (`Camera Roll/NAME`) of an asset deleted with
+                -- rm whose .trashinfo in its trash's info/ is not written yet: a
+                -- delete writes no file and no node; the first look into info/
+                -- writes them (SEMANTICS.md § Recently Deleted, and the file
+                -- manager's trash). NULL once written, or when a file manager
+                -- wrote its own.
+                ALTER TABLE deleted_assets ADD COLUMN unwritten_info_path BLOB;
+                CREATE INDEX deleted_assets_unwritten_info ON deleted_assets(trash)
+                    WHERE unwritten_info_path IS NOT NULL;
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

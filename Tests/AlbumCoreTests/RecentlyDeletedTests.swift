@@ -306,6 +306,67 @@ struct TrashTests {
         #expect(try store.sortedNames(trash.info) == ["a b.2.jpg.trashinfo"])
     }
 
+    @Test("an rm makes no node for its .trashinfo: it is written when first needed (a lookup or a listing in info/), with the deletion's date, owned by the trash's owner")
+    func trashInfoWrittenWhenFirstNeeded() throws {
+        let store = try TestStore(options: LibraryOptions(trashDays: 30, clockOffset: -2 * day))
+        let trash = try store.trash()
+        try store.createFile(roll, "a.jpg")
+        try store.createFile(roll, "b.jpg")
+        try store.unlink(roll, "a.jpg")
+        try store.unlink(roll, "b.jpg")
+        func sideFileNodes() throws -> Int64 {
+            try store.library.read { db in try db.scalarInt("SELECT count(*) FROM nodes WHERE kind = \(NodeKind.sideFile.rawValue)") }
+        }
+        #expect(try sideFileNodes() == 0, "a delete writes no .trashinfo")
+        // Looked at two days later (by the store's clock), the info shows when it was deleted.
+        let deletedOn = Self.localDate(Nanoseconds(time(nil)) * 1_000_000_000 - 2 * day)
+        try store.reopen(options: LibraryOptions(trashDays: 30))
+        let info = try #require(try store.id(trash.info, "a.jpg.trashinfo"))
+        #expect(try store.text(info).hasPrefix("[Trash Info]\nPath=Camera%20Roll/a.jpg\nDeletionDate=\(deletedOn)T"))
+        #expect(try sideFileNodes() == 2, "the first lookup writes every info of that trash")
+        let attributes = try store.library.attributes(of: info)
+        #expect((attributes.uid, attributes.gid, attributes.mode & 0o777) == (TestStore.owner.uid, TestStore.owner.gid, 0o600))
+        #expect(try store.sortedNames(trash.info) == ["a.jpg.trashinfo", "b.jpg.trashinfo"])
+    }
+
+    @Test("a listing of info/ writes them too; a purge of an item whose info nobody looked at removes no node but the asset's")
+    func unwrittenTrashInfoAndPurge() throws {
+        let store = try TestStore()
+        let trash = try store.trash()
+        let a = try store.createFile(roll, "a.jpg", contents: bytes("a"))
+        try store.createFile(roll, "b.jpg")
+        try store.unlink(roll, "a.jpg")
+        try store.unlink(roll, "b.jpg")
+        func nodes() throws -> Int64 { try store.library.read { db in try db.scalarInt("SELECT count(*) FROM nodes") } }
+        let before = try nodes()
+        try store.unlink(trash.files, "a.jpg")
+        #expect(try nodes() == before - 1)
+        store.library.waitForFreedData()
+        #expect(try store.library.read { db in try db.scalarInt("SELECT count(*) FROM pending_purges WHERE id <> \(a)") } == 0)
+        #expect(try store.sortedNames(trash.info) == ["b.jpg.trashinfo"])
+        #expect(try store.sortedNames(recentlyDeleted) == ["b.jpg"])
+    }
+
+    @Test("GIO's exclusive create of an info albumfs has still to write: EEXIST, so GIO takes its second name")
+    func exclusiveCreateOverUnwrittenTrashInfo() throws {
+        let store = try TestStore()
+        let trash = try store.trash()
+        try store.createFile(roll, "x.jpg")
+        try store.unlink(roll, "x.jpg")
+        #expect(throws: LibraryError.exists) {
+            try store.library.createAsset(in: trash.info, named: name("x.jpg.trashinfo"), mode: 0o644, by: TestStore.owner)
+        }
+        try store.createFile(trash.info, "x.2.jpg.trashinfo")
+        #expect(try store.sortedNames(trash.info) == ["x.2.jpg.trashinfo", "x.jpg.trashinfo"])
+    }
+
+    static func localDate(_ time: Nanoseconds) -> String {
+        var seconds = time_t(time / 1_000_000_000)
+        var local = tm()
+        localtime_r(&seconds, &local)
+        return String(format: "%04d-%02d-%02d", Int(local.tm_year) + 1900, Int(local.tm_mon) + 1, Int(local.tm_mday))
+    }
+
     @Test("GIO's trash of a roll entry: exclusive info create, info written by rename-over, file renamed into files/")
     func gioTrashFromRoll() throws {
         let store = try TestStore()
