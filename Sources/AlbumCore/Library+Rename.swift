@@ -40,7 +40,7 @@ extension Mutation {
             guard try child(of: oldParent, named: oldName) != nil else { throw LibraryError.notFound }
             throw LibraryError.notPermitted
         }
-        guard let source = try db.child(of: oldParent, named: oldName),
+        guard let source = try entry(of: oldParent, named: oldName),
               let sourceKind = try db.kind(of: source) else { throw LibraryError.notFound }
         guard let oldPolicy = try policy(of: oldParent), let newPolicy = try policy(of: newParent) else { throw LibraryError.notFound }
         let oldParentKind = try kind(of: oldParent)

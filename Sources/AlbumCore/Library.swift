@@ -171,11 +171,11 @@ public final class Library: Sendable {
     /// (it is never listed), made on the first lookup by that uid.
     public func lookup(_ parent: NodeID, _ name: Name, by caller: Caller? = nil) throws(LibraryError) -> Attributes {
         if name.count > Names.maxLength { throw .nameTooLong }
-        let openFiles = self.openFiles
+        let (openFiles, writable) = (self.openFiles, !isReadOnly)
         let (found, infosToWrite) = try read { db -> (Attributes?, Bool) in
             guard let view = ComputedViews.view(serving: parent) else {
                 if let found = try db.lookup(parent, name) { return (openFiles.overlay(found), false) }
-                return (nil, try db.trash(withUnwrittenInfosIn: parent) != nil)
+                return (nil, try writable && db.trash(withUnwrittenInfosIn: parent) != nil)
             }
             switch try view.lookup(db, in: parent, name) {
             case .asset(let attributes): return (openFiles.overlay(attributes), false)
@@ -187,42 +187,47 @@ public final class Library: Sendable {
         if parent == FixedNode.root, let uid = Self.trashOwner(name) {
             return try trash(of: uid, lookedUpBy: caller)
         }
-        if infosToWrite, try writeUnwrittenTrashInfos(in: parent) { return try lookup(parent, name, by: caller) }
+        if infosToWrite {
+            // Looked up again even if another request wrote them meanwhile.
+            try writeUnwrittenTrashInfos(in: parent)
+            return try lookup(parent, name, by: caller)
+        }
         throw .notFound
     }
 
     /// Writes the `.trashinfo` files still to write in `directory`, a trash's
-    /// info/ (Mutation.writeUnwrittenTrashInfos). Returns whether it wrote
-    /// any. A read-only library shows none of them.
-    private func writeUnwrittenTrashInfos(in directory: NodeID) throws(LibraryError) -> Bool {
-        guard !isReadOnly else { return false }
-        return try mutate(by: Caller(uid: 0, gid: 0)) { m in try m.writeUnwrittenTrashInfos(in: directory) }.0
+    /// info/ (Mutation.writeUnwrittenTrashInfos). A read-only library never
+    /// asks, and shows none of them.
+    private func writeUnwrittenTrashInfos(in directory: NodeID) throws(LibraryError) {
+        _ = try mutate(by: Caller(uid: 0, gid: 0)) { m in try m.writeUnwrittenTrashInfos(in: directory) }
     }
 
     /// Up to `limit` entries of a directory after `cookie` (0: from the start).
     public func list(_ directory: NodeID, after cookie: Int64, limit: Int) throws(LibraryError) -> [DirectoryEntry] {
-        let openFiles = self.openFiles
-        if cookie == 0, try read({ db in try db.kind(of: directory) == .trashInfo && db.trash(withUnwrittenInfosIn: directory) != nil }) {
-            _ = try writeUnwrittenTrashInfos(in: directory)
-        }
-        let entries = try read { db -> [DirectoryEntry]? in
+        let (openFiles, writable) = (self.openFiles, !isReadOnly)
+        let (entries, infosToWrite) = try read { db -> ([DirectoryEntry]?, Bool) in
             if let view = ComputedViews.view(serving: directory) {
-                if let node = VirtualNode(directory), try !view.exists(db, node) { return nil }
+                if let node = VirtualNode(directory), try !view.exists(db, node) { return (nil, false) }
                 let root = try Self.rootAttributes(db)
-                return try view.list(db, directory, after: cookie, limit: limit).map { entry in
+                return (try view.list(db, directory, after: cookie, limit: limit).map { entry in
                     switch entry.child {
                     case .asset(let attributes):
                         return DirectoryEntry(name: entry.name, attributes: openFiles.overlay(attributes), cookie: entry.cookie)
                     case .directory(let node):
                         return DirectoryEntry(name: entry.name, attributes: ComputedViews.attributes(of: node, root: root), cookie: entry.cookie)
                     }
-                }
+                }, false)
             }
-            guard let kind = try db.kind(of: directory) else { return nil }
+            guard let kind = try db.kind(of: directory) else { return (nil, false) }
             guard kind.isDirectory else { throw LibraryError.notDirectory }
+            if cookie == 0, kind == .trashInfo, writable, try db.trash(withUnwrittenInfosIn: directory) != nil { return (nil, true) }
             let rows = try db.listing(directory, afterRow: cookie, limit: limit)
             let attributes = openFiles.overlay(rows.map(\.attributes))
-            return zip(rows, attributes).map { DirectoryEntry(name: $0.name, attributes: $1, cookie: $0.row) }
+            return (zip(rows, attributes).map { DirectoryEntry(name: $0.name, attributes: $1, cookie: $0.row) }, false)
+        }
+        if infosToWrite {
+            try writeUnwrittenTrashInfos(in: directory)
+            return try list(directory, after: cookie, limit: limit)
         }
         guard let entries else { throw .notFound }
         return entries

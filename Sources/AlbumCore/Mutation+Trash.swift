@@ -103,7 +103,7 @@ extension Mutation {
         let infoName = name + TrashDirectories.infoSuffix
         if let old = try db.child(of: trash.info, named: infoName) { try removeSideFile(trash.info, infoName, old) }
         // Its data stays in the database until something opens it (GIO's
-        // Trash window does): a delete creates no file.
+        // Trash window does): writing it creates no file.
         let id = try createSideFile(in: trash.info, named: infoName, mode: 0o600, owner: owner, contents: nil)
         try db.setSideFileData(id, text)
         try db.writeContentState(id, size: Int64(text.count), modified: deletedAt, changed: now)

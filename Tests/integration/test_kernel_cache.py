@@ -13,11 +13,12 @@ from albumfs_testlib import names, write
 COUNT = 300   # many listing pages: the kernel asks for about 25 entries per READDIRPLUS
 
 
-def lookups_in(mount, directory, since: int) -> int:
-    """LOOKUP requests for names in `directory` logged after byte `since` of the log."""
+def requests(mount, opcode: str, directory, start: int = 0, end: int | None = None) -> int:
+    """`opcode` requests on `directory` (a LOOKUP: of a name in it) logged in bytes
+    [start, end) of the daemon's log."""
     node = os.stat(directory).st_ino
-    text = mount.log.read_bytes()[since:].decode(errors="replace")
-    return len(re.findall(rf"opcode: LOOKUP \(1\), nodeid: {node},", text))
+    text = mount.log.read_bytes()[start:end].decode(errors="replace")
+    return len(re.findall(rf"opcode: {opcode} \(\d+\), nodeid: {node},", text))
 
 
 def restart_logging_requests(mount):
@@ -34,9 +35,11 @@ def test_stat_after_a_names_only_listing_asks_nothing(mount_factory):
     listed = names(m.roll)   # as `ls` without -l: names only
     assert len(listed) == COUNT
     since = m.log.stat().st_size
+    # The log names requests as this test reads them: the listing was READDIRPLUS.
+    assert requests(m, "READDIRPLUS", m.roll, end=since) > 0
     for name in listed:
         os.lstat(m.roll / name)
-    assert lookups_in(m, m.roll, since) == 0
+    assert requests(m, "LOOKUP", m.roll, since) == 0
 
 
 def test_empty_trash_sends_no_lookup_per_item(mount_factory):
@@ -54,4 +57,5 @@ def test_empty_trash_sends_no_lookup_per_item(mount_factory):
     for name in listed:
         os.unlink(files / name)
     assert names(files) == [] and names(m.mp / "Recently Deleted") == []
-    assert lookups_in(m, files, since) == 0
+    assert requests(m, "UNLINK", files, since) == COUNT
+    assert requests(m, "LOOKUP", files, since) == 0
