@@ -26,7 +26,7 @@ public final class Library: Sendable {
     public let content: ContentStore
     public let isReadOnly: Bool
     public let options: LibraryOptions
-    let database: Mutex<Database>
+    let database: BlockingLock<Database>
     /// The database connection's commits, counted without its lock.
     private let commits: CommitCounter
     let openFiles = OpenFiles()
@@ -66,7 +66,7 @@ public final class Library: Sendable {
             do { db = try opener.open() } catch .noSpace { throw full }
         }
         self.commits = db.commits
-        self.database = Mutex(db)
+        self.database = BlockingLock(db)
         self.reserve = reserve
         self.largestFileSize = readOnly ? Int64.max : content.largestFileSize()
         self.indexer = readOnly ? nil : options.factsReader.map { Indexer(reader: $0) }
