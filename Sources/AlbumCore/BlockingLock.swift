@@ -9,6 +9,10 @@ import Glibc
 /// critical sections and wrong for these: on a 2-core machine a spinning
 /// FUSE worker takes the core the lock's holder, or the program that waits
 /// for the reply, needs.
+///
+/// It is an error-checking mutex: a thread that locks it again while it holds
+/// it stops the program with a message, as `Mutex` does, instead of hanging
+/// the mount for good.
 final class BlockingLock<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
@@ -17,7 +21,11 @@ final class BlockingLock<Value>: @unchecked Sendable {
         self.value = value
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+        pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
     }
 
     deinit {
@@ -26,7 +34,8 @@ final class BlockingLock<Value>: @unchecked Sendable {
     }
 
     func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
-        pthread_mutex_lock(mutex)
+        let status = pthread_mutex_lock(mutex)
+        if status != 0 { fatalError("BlockingLock: locked again by the thread that holds it (error \(status))") }
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }

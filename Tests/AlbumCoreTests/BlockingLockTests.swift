@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import Testing
 @testable import AlbumCore
 
@@ -35,5 +36,16 @@ struct BlockingLockTests {
             acquired.signal()
         }
         #expect(acquired.wait(timeout: .now() + 5) == .success)
+    }
+
+    /// Locking it again on the thread that holds it stops the program with
+    /// fatalError's trap (as `Mutex` does) rather than hanging the mount. A
+    /// lock that hangs instead dies of the alarm after 30 s: another signal.
+    @Test func lockingAgainOnTheHoldingThreadStopsTheProgram() async {
+        await #expect(processExitsWith: .signal(SIGILL)) {
+            alarm(30)
+            let lock = BlockingLock(0)
+            lock.withLock { _ in lock.withLock { $0 += 1 } }
+        }
     }
 }
