@@ -146,6 +146,10 @@ public struct ChangeSet: Sendable, Equatable {
     public struct EntryName: Sendable, Hashable {
         public let directory: NodeID
         public let name: Name
+        public init(directory: NodeID, name: Name) {
+            self.directory = directory
+            self.name = name
+        }
     }
     /// Names whose cached lookup is wrong now: names that vanished or now
     /// show another node. (Names that appear need none: "no such name" is

@@ -1,6 +1,7 @@
 import AlbumCore
 import CFuse3
 import Dispatch
+import Glibc
 import Synchronization
 
 /// Tells the kernel what a ChangeSet made stale, before the reply, so that
@@ -17,7 +18,13 @@ import Synchronization
 ///   request's thread, and the wait is bounded: past the bound the request
 ///   replies anyway and the names land as soon as that lock is free.
 ///   Names in the directories the request itself locked (a rename's two
-///   parents) can only be sent after the reply (`afterReply`).
+///   parents, other than the two names it moves) cannot be sent before the
+///   reply. On Linux 6.16+ the request then bumps the connection's epoch
+///   before it replies (FUSE_NOTIFY_INC_EPOCH: no lock, every cached name of
+///   the mount is looked up again at its next use), so that these names are
+///   right when the call returns too; on older kernels they are sent after
+///   the reply (`afterReply`), and a caller racing the reply may see the old
+///   name for that moment.
 final class Invalidator: Sendable {
     /// The session, behind its own lock. Never reach it through `queue`: the
     /// queue may be blocked in the kernel on a directory lock that the very
@@ -31,6 +38,10 @@ final class Invalidator: Sendable {
     /// replied at the bound (reported at unmount).
     private let namesInTime = Atomic<Int>(0)
     private let namesPastBound = Atomic<Int>(0)
+    /// Whether the kernel took an epoch bump (cleared at its first refusal)
+    /// and how many requests bumped it (reported at unmount).
+    private let epochWorks = Atomic<Bool>(true)
+    private let epochBumps = Atomic<Int>(0)
 
     /// libfuse's session pointer; libfuse allows notifications from any thread.
     private struct Session: @unchecked Sendable {
@@ -40,9 +51,17 @@ final class Invalidator: Sendable {
     func attach(_ pointer: OpaquePointer) { session.withLock { $0 = Session(pointer: pointer) } }
 
     /// Before the reply: attributes, listings, and the names outside the
-    /// directories the request `holding` has locked.
-    func beforeReply(_ changes: ChangeSet, holding locked: [NodeID] = []) {
-        guard let session = session.withLock({ $0?.pointer }) else { return }
+    /// directories the request `holding` has locked; for the names inside
+    /// them (other than the request's own, `moving`, which the kernel
+    /// updates itself), the epoch, where the kernel has one. Returns whether
+    /// names in those directories still have to go after the reply
+    /// (`afterReply`).
+    @discardableResult
+    func beforeReply(_ changes: ChangeSet, holding locked: [NodeID] = [], moving own: [ChangeSet.EntryName] = []) -> Bool {
+        guard let session = session.withLock({ $0?.pointer }) else { return false }
+        let lockedNames = changes.entries.filter { locked.contains($0.directory) }
+        let epochBumped = lockedNames.contains { !own.contains($0) } && bumpEpoch(session)
+        let namesAfterReply = !lockedNames.isEmpty && !epochBumped
         for node in changes.nodes {
             // A negative offset drops the cached attributes only.
             _ = fuse_lowlevel_notify_inval_inode(session, node, -1, 0)
@@ -53,7 +72,7 @@ final class Invalidator: Sendable {
             _ = fuse_lowlevel_notify_inval_inode(session, directory, 0, 0)
         }
         let names = changes.entries.filter { !locked.contains($0.directory) }
-        guard !names.isEmpty else { return }
+        guard !names.isEmpty else { return namesAfterReply }
         let sent = DispatchSemaphore(value: 0)
         queue.async { [self] in
             send(names)
@@ -64,7 +83,28 @@ final class Invalidator: Sendable {
         } else {
             namesPastBound.add(1, ordering: .relaxed)
         }
+        return namesAfterReply
     }
+
+    /// FUSE_NOTIFY_INC_EPOCH (Linux 6.16+, protocol 7.44): every cached name
+    /// of the mount is revalidated at its next use. The kernel takes no lock
+    /// for it. libfuse 3.14 predates it, so the notification (a bare header:
+    /// error = its code, unique = 0) is written to /dev/fuse here. An older
+    /// kernel refuses the code (EINVAL): then never again.
+    private func bumpEpoch(_ session: OpaquePointer) -> Bool {
+        guard epochWorks.load(ordering: .relaxed) else { return false }
+        var header = fuse_out_header(len: UInt32(MemoryLayout<fuse_out_header>.size), error: Self.incrementEpoch, unique: 0)
+        let written = Glibc.write(fuse_session_fd(session), &header, MemoryLayout<fuse_out_header>.size)
+        guard written == MemoryLayout<fuse_out_header>.size else {
+            epochWorks.store(false, ordering: .relaxed)
+            return false
+        }
+        epochBumps.add(1, ordering: .relaxed)
+        return true
+    }
+
+    /// FUSE_NOTIFY_INC_EPOCH's code (the 6.1 uapi header has no name for it).
+    static let incrementEpoch: Int32 = 8
 
     /// Drops `node`'s cached attributes, before the reply to a request that
     /// changed them without the reply saying so (an open clearing set-ID bits).
@@ -104,7 +144,7 @@ final class Invalidator: Sendable {
     /// After the reply: the names in the directories the request locked
     /// (the same `holding` as `beforeReply`), which the kernel lets go of
     /// only once it has our reply.
-    func afterReply(_ changes: ChangeSet, holding locked: [NodeID] = []) {
+    func afterReply(_ changes: ChangeSet, holding locked: [NodeID]) {
         let names = changes.entries.filter { locked.contains($0.directory) }
         guard !names.isEmpty else { return }
         queue.async { [self] in send(names) }
@@ -127,6 +167,10 @@ final class Invalidator: Sendable {
         queue.sync {}
         session.withLock { $0 = nil }
         let (inTime, late) = (namesInTime.load(ordering: .relaxed), namesPastBound.load(ordering: .relaxed))
+        let bumps = epochBumps.load(ordering: .relaxed)
+        if bumps > 0 {
+            Log.info("renames that changed other names in their own directories: \(bumps) (each dropped every cached name)")
+        }
         if late > 0 {
             Log.error("name invalidations before the reply: \(inTime + late) requests, \(late) of them replied at the \(Self.nameWaitMilliseconds) ms bound")
         }

@@ -58,9 +58,11 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.rename(parent, name(rawName), to: newParent, name(newName),
                                                     flags: Library.RenameFlags(rawValue: flags), by: caller(req))
-                fs.invalidator.beforeReply(changes, holding: [parent, newParent])
+                let own = [ChangeSet.EntryName(directory: parent, name: name(rawName)),
+                           ChangeSet.EntryName(directory: newParent, name: name(newName))]
+                let namesAfterReply = fs.invalidator.beforeReply(changes, holding: [parent, newParent], moving: own)
                 fuse_reply_err(req, 0)
-                fs.invalidator.afterReply(changes, holding: [parent, newParent])
+                if namesAfterReply { fs.invalidator.afterReply(changes, holding: [parent, newParent]) }
             }
         }
         ops.link = { req, ino, newParent, newName in

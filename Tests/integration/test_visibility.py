@@ -70,3 +70,24 @@ def test_a_thousand_changes_are_visible_everywhere_at_once(mount):
             break
     assert not stale, f"{len(stale)} stale answers right after a call returned:\n  " + "\n  ".join(stale[:20])
     expect_errno(errno.ENOENT, os.stat, mount.roll / f".x0.jpg.tmp")
+
+
+def test_names_a_rename_changes_in_its_own_directories_are_gone_when_it_returns(mount):
+    """§ Visibility, the hard case: `mv Albums/A/x "Camera Roll/y"` renames the asset's roll entry
+    too, in a directory the rename itself has locked (the kernel lets go of it only after the
+    reply). Right after each rename returns, the old roll name is gone: 300 times, no retry."""
+    a = mount.albums / "A"
+    a.mkdir()
+    stale = []
+    for i in range(300):
+        old, album_name, new = f"o{i}.jpg", f"x{i}.jpg", f"y{i}.jpg"
+        write(mount.roll / old, b"x")
+        os.link(mount.roll / old, a / album_name)
+        ino(mount.roll / old)   # the kernel caches the old roll name
+        os.rename(a / album_name, mount.roll / new)
+        try:
+            os.stat(mount.roll / old)
+            stale.append(old)
+        except FileNotFoundError:
+            pass
+    assert not stale, f"{len(stale)} of 300 old roll names still there right after the rename: {stale[:10]}"
