@@ -20,7 +20,7 @@ import Synchronization
 final class DeferredFrees: Sendable {
     private let queue = DispatchQueue(label: "albumfs.deferred-frees")
     private let group = DispatchGroup()
-    /// Nodes whose data is freed and whose pending_purges row is not yet gone.
+    /// Nodes whose data is freed and whose purge is not done yet.
     private let freed = Mutex<[NodeID]>([])
 
     /// Runs `free` for `ids` after every free queued before it; their ids
@@ -37,9 +37,11 @@ final class DeferredFrees: Sendable {
         group.wait()
     }
 
-    /// The nodes freed since the last call (their pending rows can go).
-    func takeFreed() -> [NodeID] {
+    /// The nodes freed since the last call that took any (their pending
+    /// purges can be done), once there are at least `batch` of them.
+    func takeFreed(batch: Int) -> [NodeID] {
         freed.withLock { freed in
+            guard freed.count >= batch else { return [] }
             defer { freed = [] }
             return freed
         }

@@ -99,6 +99,11 @@ public struct StoreChecker {
             problems.append(Problem(description: "directory \(parent) has an entry for node \(child), which does not exist",
                                     repair: "remove the entry"))
         }
+        // (A pending purge's facts outlive its node until the purge is done.)
+        let orphanedFacts = try db.orphanedFacts()
+        for id in orphanedFacts {
+            problems.append(Problem(description: "facts of asset \(id), which does not exist", repair: "remove them"))
+        }
         let rollEntries = try db.statement("SELECT child FROM entries WHERE parent = \(FixedNode.cameraRoll)")
         while try rollEntries.step() {
             assets[NodeID(bitPattern: rollEntries.int64(0))]?.rollEntries += 1
@@ -193,6 +198,7 @@ public struct StoreChecker {
                     let name = try db.freeName(in: FixedNode.cameraRoll, for: Array("recovered-\(id)".utf8))
                     try db.insertEntry(FixedNode.cameraRoll, name, id)
                 }
+                for id in orphanedFacts { try db.deleteFacts(id) }
                 for id in withoutRecentlyDeletedEntry {
                     let name = try db.freeName(in: FixedNode.recentlyDeleted, for: Array("recovered-\(id)".utf8))
                     try db.insertEntry(FixedNode.recentlyDeleted, name, id)

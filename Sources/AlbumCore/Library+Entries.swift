@@ -126,9 +126,11 @@ extension Library {
 
     /// Frees the data of nodes whose deletion has committed, in the
     /// background (DeferredFrees: what needs the space waits for it). Their
-    /// `pending_purges` rows go with the next change's transaction (not one
-    /// more transaction per delete); until then, or after a crash, they only
-    /// make the next mount's recovery remove files that are gone already.
+    /// purges are done (`purgeDone`: the facts and `pending_purges` rows go)
+    /// in a later change's transaction, `purgeBatch` at a time; until then,
+    /// and after an unmount or a crash until the next mount's recovery, a
+    /// pending purge's facts are there with no node, which every reader of
+    /// facts skips.
     func freeData(of ids: [NodeID]) {
         guard !ids.isEmpty else { return }
         let (content, reserve, pausePoints) = (self.content, self.reserve, self.pausePoints)
@@ -145,10 +147,14 @@ extension Library {
         deferredFrees.wait()
     }
 
-    /// In a change's transaction: the pending purges whose data is freed.
-    func forgetFreedData(_ db: Database) throws {
-        for id in deferredFrees.takeFreed() { try db.purgeDone(id) }
+    /// In a change's transaction: once `purgeBatch` purges have their data
+    /// freed, they are done, together (Empty Trash: a page of the facts
+    /// table or of one of its indexes is written once for many).
+    func finishFreedPurges(_ db: Database) throws {
+        for id in deferredFrees.takeFreed(batch: Self.purgeBatch) { try db.purgeDone(id) }
     }
+
+    static let purgeBatch = 256
 
     /// `rmdir`: removes an empty album; in a trash's files/, a trashed album
     /// leaves the trash for good. Fixed directories cannot be removed.

@@ -124,7 +124,7 @@ extension Library {
             var created: [NodeID] = []
             do {
                 return try write { db -> (T, ChangeSet, [NodeID]) in
-                    try forgetFreedData(db)
+                    try finishFreedPurges(db)
                     var mutation = Mutation(db: db, now: time ?? options.now(), options: options, content: content, caller: caller)
                     defer { created = mutation.createdContent }
                     let result = try body(&mutation)

@@ -63,13 +63,23 @@ extension Database {
             """).all { $0.text(0) }
     }
 
-    /// Every (asset, SHA-256) on record, for `fsck --verify`.
+    /// Every (asset, SHA-256) on record, for `fsck --verify` (not the facts
+    /// a purge leaves until it is done: their asset is gone).
     func recordedSHA256s() throws -> [(NodeID, String)] {
-        try statement("SELECT asset, sha256 FROM asset_facts ORDER BY asset").all { (NodeID(bitPattern: $0.int64(0)), $0.text(1)) }
+        try statement("SELECT f.asset, f.sha256 FROM asset_facts f JOIN nodes n ON n.id = f.asset ORDER BY f.asset")
+            .all { (NodeID(bitPattern: $0.int64(0)), $0.text(1)) }
     }
 
-    func hasFacts(sha256: String) throws -> Bool {
-        try statement("SELECT 1 FROM asset_facts WHERE sha256 = ?1 LIMIT 1").bind(.text(sha256)).first { _ in true } ?? false
+    /// Facts whose asset is gone and whose purge is not pending (fsck).
+    func orphanedFacts() throws -> [NodeID] {
+        try statement("""
+            SELECT f.asset FROM asset_facts f WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = f.asset)
+            AND NOT EXISTS (SELECT 1 FROM pending_purges p WHERE p.id = f.asset)
+            """).all { NodeID(bitPattern: $0.int64(0)) }
+    }
+
+    func deleteFacts(_ asset: NodeID) throws {
+        try statement("DELETE FROM asset_facts WHERE asset = ?1").bind(.int(asset)).run()
     }
 
     // MARK: favorites

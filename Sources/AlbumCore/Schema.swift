@@ -173,6 +173,44 @@ enum Schema {
                     WHERE unwritten_info_path IS NOT NULL;
                 """)
         },
+        .init("a purged asset's facts go with its pending purge, many at a time") { db in
+            try db.execute("""
+                -- asset_facts without its foreign key to nodes: a purge deletes
+                -- the node at once and leaves the facts row (and its five index
+                -- entries) until its pending_purges row goes, in a batch of many
+                -- (SEMANTICS.md § Recently Deleted: Empty Trash). Readers that
+                -- scan facts join nodes or the roll's entries.
+                CREATE TABLE asset_facts_next(
+                    asset INTEGER PRIMARY KEY,
+                    sha256 TEXT NOT NULL,
+                    type TEXT,
+                    kind TEXT NOT NULL,
+                    captured TEXT,
+                    month TEXT NOT NULL,
+                    width INTEGER,
+                    height INTEGER,
+                    duration REAL,
+                    location TEXT,
+                    content_id TEXT,
+                    screenshot INTEGER NOT NULL,
+                    raw INTEGER NOT NULL,
+                    data_size INTEGER NOT NULL,
+                    data_mtime INTEGER NOT NULL
+                );
+                INSERT INTO asset_facts_next(asset, sha256, type, kind, captured, month, width, height, duration,
+                                             location, content_id, screenshot, raw, data_size, data_mtime)
+                SELECT asset, sha256, type, kind, captured, month, width, height, duration,
+                       location, content_id, screenshot, raw, data_size, data_mtime FROM asset_facts;
+                DROP TABLE asset_facts;
+                ALTER TABLE asset_facts_next RENAME TO asset_facts;
+                CREATE INDEX asset_facts_by_month ON asset_facts(month);
+                CREATE INDEX asset_facts_by_kind ON asset_facts(kind);
+                CREATE INDEX asset_facts_by_sha256 ON asset_facts(sha256);
+                CREATE INDEX asset_facts_by_content_id ON asset_facts(content_id) WHERE content_id IS NOT NULL;
+                CREATE INDEX asset_facts_screenshots ON asset_facts(asset) WHERE screenshot = 1;
+                CREATE INDEX asset_facts_raw ON asset_facts(asset) WHERE raw = 1;
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

@@ -46,11 +46,11 @@ struct LineFactsReader: AssetFactsReader {
     }
 }
 
-private func indexedStore() throws -> TestStore {
-    try TestStore(options: LibraryOptions(factsReader: LineFactsReader()))
+func indexedStore(trashDays: Int = 30) throws -> TestStore {
+    try TestStore(options: LibraryOptions(trashDays: trashDays, factsReader: LineFactsReader()))
 }
 
-private func settled(_ store: TestStore) {
+func settled(_ store: TestStore) {
     #expect(store.library.waitForIndexing(timeout: 10), "the facts were not read within 10 s")
 }
 

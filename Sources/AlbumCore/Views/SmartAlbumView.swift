@@ -16,7 +16,8 @@ struct SmartAlbumView: ComputedView {
         SELECT f.asset AS asset FROM asset_facts f
         WHERE f.content_id IS NOT NULL AND f.kind IN ('photo', 'video')
         AND EXISTS (SELECT 1 FROM asset_facts p WHERE p.content_id = f.content_id
-                    AND p.kind IN ('photo', 'video') AND p.kind <> f.kind)
+                    AND p.kind IN ('photo', 'video') AND p.kind <> f.kind
+                    AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = p.asset))
         """)
 
     func serves(_ directory: NodeID) -> Bool { directory == id }
