@@ -49,6 +49,8 @@ enum CommandLineInterface {
                 return try FsckCommand(parsing: Array(arguments.dropFirst())).run()
             case "read-facts":   // the daemon's facts worker (IsolatedFactsReader), not for users
                 return FactsWorker.serve()
+            case "watch-connection":   // the daemon's watcher (ConnectionWatch), not for users
+                return try ConnectionWatch.run(Array(arguments.dropFirst()))
             case "index":
                 return try IndexCommand(parsing: Array(arguments.dropFirst())).run()
             case "dedupe":

@@ -119,6 +119,7 @@ struct MountCommand {
             Log.useSystemLog()
             DaemonLauncher.reportReady(on: readyDescriptor)
         }
+        ConnectionWatch.start(mountPoint: mountPoint, systemLog: readyDescriptor != nil)
         // The mount is in the kernel's table and requests queue until the
         // loop below serves them: a unit that waits for READY may use it now.
         ServiceManager.ready(mountPoint: mountPoint)
