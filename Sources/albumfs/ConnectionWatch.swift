@@ -49,7 +49,8 @@ enum ConnectionWatch {
     /// The watcher: `albumfs watch-connection PID CONNECTION [--syslog]`. Returns when
     /// the daemon has exited, after aborting its connection if it had to.
     static func run(_ arguments: [String]) throws(CommandFailure) -> Int32 {
-        guard (2...3).contains(arguments.count), let daemon = pid_t(arguments[0]), let connection = UInt32(arguments[1]) else {
+        guard (2...3).contains(arguments.count), arguments.count == 2 || arguments[2] == "--syslog",
+              let daemon = pid_t(arguments[0]), let connection = UInt32(arguments[1]) else {
             throw .usage("expected PID CONNECTION [--syslog]")
         }
         // Nothing of the daemon's is kept: above all not /dev/fuse (its last
