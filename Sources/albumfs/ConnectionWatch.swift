@@ -53,10 +53,11 @@ enum ConnectionWatch {
               let daemon = pid_t(arguments[0]), let connection = UInt32(arguments[1]) else {
             throw .usage("expected PID CONNECTION [--syslog]")
         }
-        // Nothing of the daemon's is kept: above all not /dev/fuse (its last
-        // holder keeps the connection alive), nor a directory in the mount.
+        // Nothing of the daemon's is kept (its descriptors are close-on-exec;
+        // this is for any that is not): above all not /dev/fuse, whose last
+        // holder keeps the connection alive. (Its working directory is the
+        // daemon's, `/`.)
         for fd in directoryNames("/proc/self/fd").compactMap({ Int32($0) }) where fd > 2 { close(fd) }
-        _ = chdir("/")
         if arguments.count == 3 { Log.useSystemLog() }
         var stuckBefore = false
         // The daemon is the parent until its last thread has exited (a

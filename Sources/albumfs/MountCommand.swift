@@ -94,6 +94,10 @@ struct MountCommand {
         let session: MountSession
         // Everything the daemon creates in the store is private to its owner.
         umask(0o077)
+        // Its paths are absolute: it keeps no directory busy (the launcher's
+        // working directory may be on a disk the user wants to unmount), and
+        // neither do the processes it starts.
+        _ = chdir("/")
         do {
             lock = try StoreLock(location: location, mode: options.readOnly ? .readOnly : .readWrite)
             let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()),

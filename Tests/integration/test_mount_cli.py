@@ -4,6 +4,7 @@ mount.fuse3, options, stores created only on purpose, failures that say why, unm
 import errno
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -276,3 +277,51 @@ def test_background_mount_failure_says_why(tmp_path):
             assert "/dev/fuse" in lines[0].split("(fix: ")[-1], f"no fix given: {lines[0]}"
         else:
             assert "user_allow_other" in lines[0].split("(fix: ")[-1], f"no fix given: {lines[0]}"
+
+
+def connection_watchers(daemon_pid: int) -> list[tuple[int, list[bytes]]]:
+    """The daemon's children running `albumfs watch-connection` (pid, argv)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if ppid == daemon_pid and b"watch-connection" in argv:
+                found.append((int(entry), argv))
+    return found
+
+
+def test_every_mount_has_a_connection_watcher_that_ends_with_it(mount_factory, tmp_path):
+    """README, "A killed daemon": the daemon's child `albumfs watch-connection PID N` watches this
+    mount's own FUSE connection (N read from mountinfo, here for a mount point whose name has a
+    space and a backslash), holds no descriptor of the daemon's (/dev/fuse would keep a dead
+    daemon's connection alive), and exits once the daemon has. (That it frees a daemon SIGKILL
+    cannot end is test_crash.py's: it fails when a killed daemon lives 5 s.)"""
+    m = mount_factory("w", mp=tmp_path / "w" / "mount point \\ here")
+    watchers = connection_watchers(m.proc.pid)
+    assert len(watchers) == 1, watchers
+    pid, argv = watchers[0]
+    abort_file = m.abort_file
+    assert abort_file, "fusectl is not mounted here: the watcher could not do its work"
+    connection = abort_file.split("/")[-2]
+    assert argv[2:4] == [str(m.proc.pid).encode(), connection.encode()], argv
+    held = {fd: os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    assert set(held) <= {"0", "1", "2"} and "/dev/fuse" not in held.values(), held
+    assert os.readlink(f"/proc/{pid}/cwd") == "/"
+    m.unmount()
+    # Eventual by design: the watcher looks twice a second whether its parent is gone.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        assert time.monotonic() < deadline, "the watcher outlived its daemon by 10 s"
+        time.sleep(0.1)
