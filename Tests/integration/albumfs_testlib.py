@@ -485,6 +485,23 @@ def proc_io(pid: int) -> dict[str, int]:
         return {key: int(value) for key, value in (line.split(": ") for line in f.read().splitlines())}
 
 
+def daemon_children(daemon_pid: int, subcommand: bytes) -> list[tuple[int, list[bytes]]]:
+    """The daemon's child processes running `albumfs SUBCOMMAND` (pid, argv)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if ppid == daemon_pid and subcommand in argv:
+                found.append((int(entry), argv))
+    return found
+
+
 def pids_mentioning(text: str) -> list[int]:
     """Pids of processes (other than this one) with text inside one of their arguments."""
     want = os.fsencode(text)

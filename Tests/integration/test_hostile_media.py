@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from albumfs_testlib import daemon_children
 from test_views import FACTS_WITHIN, MAKE_MEDIA, fact, media  # noqa: F401  (the media fixture)
 
 
@@ -78,19 +79,7 @@ def test_hostile_media_never_crash_or_block_the_mount(mount, media):
 
 def reader_workers(daemon_pid: int) -> list[int]:
     """The daemon's facts workers (`albumfs read-facts`, its children)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    cmdline = f.read().split(b"\0")
-            except OSError:
-                continue
-            if ppid == daemon_pid and b"read-facts" in cmdline:
-                found.append(int(entry))
-    return found
+    return [pid for pid, _ in daemon_children(daemon_pid, b"read-facts")]
 
 
 def test_a_reader_that_dies_costs_a_worker_not_the_mount(mount, media):

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from albumfs_testlib import (
-    ALBUMFS, albumfs, as_user, attempt, expect_errno, create, is_mounted, mount_entry, names, pids_mentioning,
+    ALBUMFS, albumfs, as_user, attempt, daemon_children, expect_errno, create, is_mounted, mount_entry, names, pids_mentioning,
     public_tmpdir, read, run, stop_background_mount, write,
 )
 
@@ -279,23 +279,6 @@ def test_background_mount_failure_says_why(tmp_path):
             assert "user_allow_other" in lines[0].split("(fix: ")[-1], f"no fix given: {lines[0]}"
 
 
-def connection_watchers(daemon_pid: int) -> list[tuple[int, list[bytes]]]:
-    """The daemon's children running `albumfs watch-connection` (pid, argv)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if ppid == daemon_pid and b"watch-connection" in argv:
-                found.append((int(entry), argv))
-    return found
-
-
 def test_every_mount_has_a_connection_watcher_that_ends_with_it(mount_factory, tmp_path):
     """README, "A killed daemon": the daemon's child `albumfs watch-connection PID N` watches this
     mount's own FUSE connection (N read from mountinfo, here for a mount point whose name has a
@@ -303,7 +286,7 @@ def test_every_mount_has_a_connection_watcher_that_ends_with_it(mount_factory, t
     daemon's connection alive), and exits once the daemon has. (That it frees a daemon SIGKILL
     cannot end is test_crash.py's: it fails when a killed daemon lives 5 s.)"""
     m = mount_factory("w", mp=tmp_path / "w" / "mount point \\ here")
-    watchers = connection_watchers(m.proc.pid)
+    watchers = daemon_children(m.proc.pid, b"watch-connection")
     assert len(watchers) == 1, watchers
     pid, argv = watchers[0]
     abort_file = m.abort_file
