@@ -25,7 +25,7 @@ extension Library {
         let (end, overflow) = offset.addingReportingOverflow(length)
         guard !overflow, end <= largestFileSize else { throw .fileTooLarge }
         waitForFreedData()
-        try changingData(file) { () throws(LibraryError) in
+        _ = try changingData(file) { () throws(LibraryError) in
             try syscall { systemFallocate(file.descriptor, mode, Int(offset), Int(length)) }
         }
         if mode == 0 { openFiles.wrote(file.id, endingAt: end, now: currentTime()) }
