@@ -9,7 +9,7 @@ enum ISO8601 {
         var parts = tm()
         gmtime_r(&seconds, &parts)
         var text = [CChar](repeating: 0, count: 32)
-        _ = strftime(&text, text.count, "%Y-%m-%dT%H:%M:%SZ", &parts)
-        return String(cString: text)
+        let length = strftime(&text, text.count, "%Y-%m-%dT%H:%M:%SZ", &parts)
+        return String(decoding: text.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -97,9 +97,9 @@ extension Mutation {
         var local = tm()
         localtime_r(&seconds, &local)
         var date = [CChar](repeating: 0, count: 32)
-        _ = strftime(&date, date.count, "%Y-%m-%dT%H:%M:%S", &local)
+        let length = strftime(&date, date.count, "%Y-%m-%dT%H:%M:%S", &local)
         let text = Array("[Trash Info]\nPath=".utf8) + Self.uriEscaped(originalPath)
-            + Array("\nDeletionDate=".utf8) + Array(String(cString: date).utf8) + [0x0a]
+            + Array("\nDeletionDate=".utf8) + date.prefix(length).map { UInt8(bitPattern: $0) } + [0x0a]
         let infoName = name + TrashDirectories.infoSuffix
         if let old = try db.child(of: trash.info, named: infoName) { try removeSideFile(trash.info, infoName, old) }
         // Its data stays in the database until something opens it (GIO's

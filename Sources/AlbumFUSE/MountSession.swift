@@ -81,7 +81,7 @@ public final class MountSession {
             fileSystem.release()
             throw .mount("cannot set up the FUSE device's I/O")
         }
-        invalidator.attach(session)
+        invalidator.attach(session, multithreaded: !configuration.singleThreaded)
         self.session = session
         self.fileSystem = fileSystem
     }

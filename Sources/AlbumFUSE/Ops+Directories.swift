@@ -49,8 +49,10 @@ extension Operations {
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.unlink(parent, name(rawName), by: caller(req))
-                fs.invalidator.beforeReply(changes)
+                // The kernel holds the directory and the file (which has no names in it).
+                let namesAfterReply = fs.invalidator.beforeReply(changes, holding: [parent], lockedIsComplete: true)
                 fuse_reply_err(req, 0)
+                if namesAfterReply { fs.invalidator.afterReply(changes, holding: [parent]) }
             }
         }
         ops.rename = { req, parent, rawName, newParent, newName, flags in

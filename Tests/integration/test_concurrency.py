@@ -377,3 +377,79 @@ def test_mixed_operations_from_many_threads(mount, tmp_path):
     check_library(str(mount.mp), model)
     mount.unmount()
     assert_fsck_clean(mount.store, "after the mixed workload")
+
+
+def _trash_worker(mp: str, role: str, items: list[str], uid: int, stop, queue) -> None:
+    """One of the Empty Trash race's processes; puts (role, error or None) on the queue."""
+    root = Path(mp)
+    deleted, roll = root / "Recently Deleted", root / "Camera Roll"
+    files, info = root / f".Trash-{uid}" / "files", root / f".Trash-{uid}" / "info"
+    try:
+        if role == "empty":            # a file manager's Empty Trash: purges, one by one
+            for x in items:
+                os.unlink(files / x)
+        elif role == "purge":          # rm in Recently Deleted: purges whose names leave files/
+            for x in items:
+                os.unlink(deleted / x)
+        elif role == "restore":        # restores out of Recently Deleted, into the roll
+            for x in items:
+                os.rename(deleted / x, roll / x)
+        elif role == "delete":         # rm in the roll: names leave the albums, enter Recently Deleted
+            for x in items:
+                os.unlink(roll / x)
+        else:                          # listings and lookups in every directory the others change
+            while not stop.is_set():
+                for d in (deleted, files, info, roll, root / "Albums" / "A"):
+                    for x in os.listdir(d)[:20]:
+                        try:
+                            os.lstat(d / x)
+                        except FileNotFoundError:
+                            pass
+        queue.put((role, None))
+    except Exception as e:             # noqa: BLE001 - reported by the test
+        queue.put((role, f"{type(e).__name__}: {e}"))
+
+
+@pytest.mark.mount_timeout(240)
+def test_empty_trash_restores_deletes_and_listings_at_once(mount):
+    """An unlink sends the names it changes elsewhere from its own thread when no other request
+    does (README, Kernel caches), waiting on those directories' locks: here an Empty Trash
+    (purges: Recently Deleted and info/ names), `rm` in Recently Deleted (purges: files/ and info/
+    names; with the Empty Trash, each unlink's directory is the other's target), restores
+    (renames holding Recently Deleted and the roll, whose names go through the queue), deletes
+    from the roll (album names) and two processes listing and looking up in all of them run at
+    once. No process may stay blocked
+    (DEADLINE), none fails, and afterwards each photo is where its last call put it; fsck clean."""
+    a = mount.albums / "A"
+    a.mkdir()
+    uid = os.getuid()
+    groups = {role: [f"{role}-{i}.jpg" for i in range(120)] for role in ("empty", "purge", "restore", "delete")}
+    for role, items in groups.items():
+        for x in items:
+            write(mount.roll / x, b"x")
+            os.link(mount.roll / x, a / x)
+            if role != "delete":
+                os.unlink(mount.roll / x)       # into Recently Deleted and the trash
+    stop, queue = FORK.Event(), FORK.Queue()
+    workers = [FORK.Process(target=_trash_worker, args=(os.fspath(mount.mp), role, items, uid, stop, queue),
+                            daemon=True) for role, items in groups.items()]
+    readers = [FORK.Process(target=_trash_worker, args=(os.fspath(mount.mp), "read", [], uid, stop, queue),
+                            daemon=True) for _ in range(2)]
+    for p in readers + workers:
+        p.start()
+    try:
+        wait_all(workers, DEADLINE, mount, "Empty Trash, restore and delete processes")
+    finally:
+        stop.set()
+    wait_all(readers, DEADLINE, mount, "readers")
+    results = [queue.get(timeout=10) for _ in workers + readers]
+    assert [r for r in results if r[1] is not None] == [], "a process failed"
+    deleted = names(mount.mp / "Recently Deleted")
+    gone = groups["empty"] + groups["purge"]
+    assert not set(gone) & set(names(mount.roll) + deleted + names(a)), "a purged photo is still there"
+    for x in groups["restore"]:
+        assert (a / x).exists() and x not in deleted, f"{x} not restored with its album"
+    for x in groups["delete"]:
+        assert x in deleted and not (a / x).exists(), f"{x} not deleted from its album"
+    mount.unmount()
+    assert_fsck_clean(mount.store, "after the Empty Trash race")

@@ -101,3 +101,53 @@ def test_names_a_rename_changes_in_its_own_directories_are_gone_when_it_returns(
         except FileNotFoundError:
             pass
     assert not stale, f"{len(stale)} of 300 old roll names still there right after the rename: {stale[:10]}"
+
+
+def invalidation_counts(log: str) -> tuple[int, int]:
+    """(requests that sent their names themselves, requests whose names went through the queue),
+    from the daemon's line at unmount."""
+    found = re.findall(r"name invalidations before the reply: (\d+) requests sent theirs, (\d+) through the queue", log)
+    assert found, "the daemon logged no count of name invalidations at unmount"
+    return int(found[-1][0]), int(found[-1][1])
+
+
+@pytest.mark.parametrize("threads", ["multi", "single"])
+def test_names_a_purge_or_a_delete_changes_elsewhere_are_gone_when_it_returns(mount, threads):
+    """§ Visibility, as `rm` in the roll and a file manager's Empty Trash run: a delete takes the
+    asset's names out of its albums, a purge (unlink in the trash's files/) its name out of
+    Recently Deleted and its .trashinfo out of info/. Each of those names is cached first, and
+    is gone right after the call returns (no retry). With the multi-threaded loop an unlink
+    sends these names from its own thread (README, Kernel caches), in single-threaded mode
+    (-s) through the queue; the unmount log counts which."""
+    if threads == "single":
+        mount.unmount()
+        mount.start(flags=["-s"])
+    a = mount.albums / "A"
+    a.mkdir()
+    deleted = mount.mp / "Recently Deleted"
+    info, files = (mount.mp / f".Trash-{os.getuid()}" / d for d in ("info", "files"))
+    count = 150
+    photos = [f"p{i}.jpg" for i in range(count)]
+    for x in photos:
+        write(mount.roll / x, b"p")
+        os.link(mount.roll / x, a / x)
+    stale = []
+    for x in photos:
+        ino(a / x)
+        os.unlink(mount.roll / x)
+        if os.path.lexists(a / x):
+            stale.append(f"rm {x}: A/{x}")
+    names(deleted), names(info), names(files)
+    for x in photos:
+        ino(deleted / x), ino(info / f"{x}.trashinfo")
+        os.unlink(files / x)
+        for gone in (deleted / x, info / f"{x}.trashinfo"):
+            if os.path.lexists(gone):
+                stale.append(f"purge {x}: {gone.relative_to(mount.mp)}")
+    assert not stale, f"{len(stale)} stale names right after a call returned: {stale[:10]}"
+    mount.unmount()
+    sent_by_request, queued = invalidation_counts(mount.log_text())
+    if threads == "multi":
+        assert sent_by_request >= 2 * count, (sent_by_request, queued)
+    else:
+        assert sent_by_request == 0 and queued >= 2 * count, (sent_by_request, queued)
