@@ -26,14 +26,15 @@ import Synchronization
 ///   the reply (`afterReply`), and a caller racing the reply may see the old
 ///   name for that moment.
 ///
-/// The queue costs a request two thread switches (about a quarter of a
+/// The queue costs a request two thread switches (about a sixth of a
 /// purge, as a file manager's Empty Trash sends them). A request that knows
 /// every directory its caller has locked (`lockedIsComplete`) sends its
 /// names from its own thread instead, when no other request is doing so
 /// (one at a time). That cannot deadlock: the names are outside the
 /// caller's own locks, so whoever holds a lock it waits for is another
-/// caller, whose request another worker serves (the multi-threaded loop
-/// always keeps one reading; never in single-threaded mode), and that
+/// caller, whose request another worker serves (libfuse's multi-threaded
+/// loop starts a worker whenever its last idle one takes a request, up to
+/// 10; never in single-threaded mode), and that
 /// request waits on nothing this one holds: not the database (committed
 /// before), and not this thread (it finds the inline turn taken and uses
 /// the queue, whose wait is bounded).
