@@ -22,28 +22,33 @@ import Synchronization
 /// atomic load when nothing is pending. A crash before a free ran loses
 /// nothing: the next mount frees what pending_purges still lists.
 final class DeferredFrees: Sendable {
-    typealias Free = @Sendable ([NodeID]) -> Void
-
     /// How long a free waits for others to join it.
     static let gathering = DispatchTimeInterval.milliseconds(10)
 
+    /// Frees the data of the nodes it is given (their content files).
+    private let free: @Sendable ([NodeID]) -> Void
     private let queue = DispatchQueue(label: "albumfs.deferred-frees")
-    /// Frees not taken by a run yet, and whether a run is scheduled for them.
-    private let gathered = Mutex<(frees: [(ids: [NodeID], free: Free)], scheduled: Bool)>(([], false))
-    /// Frees enqueued and not finished (gathered or running).
+    /// Nodes whose free is not taken by a run yet, and whether a run is
+    /// scheduled for them.
+    private let gathered = Mutex<(ids: [NodeID], scheduled: Bool)>(([], false))
+    /// Nodes enqueued and not freed yet (gathered or in a run).
     private let unfinished = Atomic<Int>(0)
     /// Nodes whose data is freed and whose purge is not done yet.
     private let freed = Mutex<[NodeID]>([])
-    /// How many times the queue ran frees (a burst should take one).
+    /// How many runs freed anything (a burst should take one).
     private let runCount = Atomic<Int>(0)
     var runs: Int { runCount.load(ordering: .relaxed) }
 
-    /// Runs `free` for `ids` soon, in order with every other free; their ids
+    init(free: @escaping @Sendable ([NodeID]) -> Void) {
+        self.free = free
+    }
+
+    /// Frees the data of `ids` soon, in order with every other free; the ids
     /// are then handed out by `takeFreed`.
-    func enqueue(_ ids: [NodeID], _ free: @escaping Free) {
-        unfinished.add(1, ordering: .sequentiallyConsistent)
+    func enqueue(_ ids: [NodeID]) {
+        unfinished.add(ids.count, ordering: .sequentiallyConsistent)
         let schedule = gathered.withLock { gathered in
-            gathered.frees.append((ids, free))
+            gathered.ids += ids
             defer { gathered.scheduled = true }
             return !gathered.scheduled
         }
@@ -61,16 +66,15 @@ final class DeferredFrees: Sendable {
 
     /// On the queue only: one run at a time, in enqueue order.
     private func runGathered() {
-        let frees = gathered.withLock { gathered in
+        let ids = gathered.withLock { gathered in
             defer { gathered = ([], false) }
-            return gathered.frees
+            return gathered.ids
         }
-        if !frees.isEmpty { runCount.add(1, ordering: .relaxed) }
-        for (ids, free) in frees {
-            free(ids)
-            freed.withLock { $0 += ids }
-            unfinished.subtract(1, ordering: .sequentiallyConsistent)
-        }
+        guard !ids.isEmpty else { return }
+        runCount.add(1, ordering: .relaxed)
+        free(ids)
+        freed.withLock { $0 += ids }
+        unfinished.subtract(ids.count, ordering: .sequentiallyConsistent)
     }
 
     /// The nodes freed since the last call that took any (their pending

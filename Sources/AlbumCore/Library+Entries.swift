@@ -133,12 +133,7 @@ extension Library {
     /// facts skips.
     func freeData(of ids: [NodeID]) {
         guard !ids.isEmpty else { return }
-        let (content, reserve, pausePoints) = (self.content, self.reserve, self.pausePoints)
-        deferredFrees.enqueue(ids) { ids in
-            try? pausePoints.reached(.freeingData)
-            for id in ids { content.remove(id) }
-            reserve.take()
-        }
+        deferredFrees.enqueue(ids)
     }
 
     /// Returns once the data of every purge so far is freed: `df` and any

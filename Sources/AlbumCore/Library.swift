@@ -31,10 +31,10 @@ public final class Library: Sendable {
     private let commits: CommitCounter
     let openFiles = OpenFiles()
     /// Where tests step in to run a race's other half (PausePoints).
-    let pausePoints = PausePoints()
+    let pausePoints: PausePoints
     let reserve: SpaceReserve
     /// Where purged nodes' data is freed, after their commit.
-    let deferredFrees = DeferredFrees()
+    let deferredFrees: DeferredFrees
     /// Reads assets' facts in the background (nil without a facts reader or read-only).
     let indexer: Indexer?
     /// Where changes made outside any request go (the facts of an asset read
@@ -68,6 +68,13 @@ public final class Library: Sendable {
         self.commits = db.commits
         self.database = BlockingLock(db)
         self.reserve = reserve
+        let (content, pausePoints) = (self.content, PausePoints())
+        self.pausePoints = pausePoints
+        self.deferredFrees = DeferredFrees { ids in
+            try? pausePoints.reached(.freeingData)
+            for id in ids { content.remove(id) }
+            reserve.take()
+        }
         self.largestFileSize = readOnly ? Int64.max : content.largestFileSize()
         self.indexer = readOnly ? nil : options.factsReader.map { Indexer(reader: $0) }
         if !readOnly {
