@@ -23,7 +23,7 @@ import Synchronization
 ///   before it replies (FUSE_NOTIFY_INC_EPOCH: no lock, every cached name of
 ///   the mount is looked up again at its next use), so that these names are
 ///   right when the call returns too; on older kernels they are sent after
-///   the reply (`afterReply`), and a caller racing the reply may see the old
+///   the reply (`aroundReply`), and a caller racing the reply may see the old
 ///   name for that moment.
 ///
 /// The queue costs a request two thread switches (about a sixth of a
@@ -41,7 +41,7 @@ import Synchronization
 final class Invalidator: Sendable {
     /// The session, behind its own lock. Never reach it through `queue`: the
     /// queue may be blocked in the kernel on a directory lock that the very
-    /// request calling `beforeReply` holds.
+    /// request calling `beforeReply` or `aroundReply` holds.
     private let session = Mutex<Session?>(nil)
     private let queue = DispatchQueue(label: "albumfs.invalidations")
     /// How long a request waits for its name invalidations before replying.
@@ -71,16 +71,34 @@ final class Invalidator: Sendable {
         inlineAllowed.store(multithreaded, ordering: .relaxed)
     }
 
-    /// Before the reply: attributes, listings, and the names outside the
-    /// directories the request `holding` has locked; for the names inside
-    /// them (other than the request's own, `moving`, which the kernel
-    /// updates itself), the epoch, where the kernel has one. Returns whether
-    /// names in those directories still have to go after the reply
-    /// (`afterReply`). `lockedIsComplete`: `holding` is every directory the
-    /// caller has locked, so its other names may go from this thread.
-    @discardableResult
-    func beforeReply(_ changes: ChangeSet, holding locked: [NodeID] = [], moving own: [ChangeSet.EntryName] = [],
-                     lockedIsComplete: Bool = false) -> Bool {
+    /// Before the reply of a request whose caller holds no directory the
+    /// changes name (a create, a setxattr), or of a change made outside any
+    /// request: attributes, listings and names.
+    func beforeReply(_ changes: ChangeSet) {
+        _ = invalidate(changes, locked: [], own: [], lockedIsComplete: false)
+    }
+
+    /// Around the reply of a request whose caller holds directories
+    /// (`holding`: an unlink's one, a rename's two). Before `reply`:
+    /// attributes, listings, and the names outside those directories; for
+    /// the names inside them (other than the request's own, `moving`, which
+    /// the kernel updates itself), the epoch, where the kernel has one, and
+    /// else those names right after `reply`, when the kernel lets go of the
+    /// locks. `lockedIsComplete`: `holding` is every directory the caller has
+    /// locked, so the other names may go from this thread.
+    func aroundReply(_ changes: ChangeSet, holding locked: [NodeID], moving own: [ChangeSet.EntryName] = [],
+                     lockedIsComplete: Bool = false, _ reply: () -> Void) {
+        let namesAfterReply = invalidate(changes, locked: locked, own: own, lockedIsComplete: lockedIsComplete)
+        reply()
+        guard namesAfterReply else { return }
+        let names = changes.entries.filter { locked.contains($0.directory) }
+        queue.async { [self] in send(names) }
+    }
+
+    /// Everything but the names in `locked`; returns whether those still
+    /// have to go after the reply.
+    private func invalidate(_ changes: ChangeSet, locked: [NodeID], own: [ChangeSet.EntryName],
+                            lockedIsComplete: Bool) -> Bool {
         guard let session = session.withLock({ $0?.pointer }) else { return false }
         let lockedNames = changes.entries.filter { locked.contains($0.directory) }
         let epochBumped = lockedNames.contains { !own.contains($0) } && bumpEpoch(session)
@@ -169,15 +187,6 @@ final class Invalidator: Sendable {
         }
     }
 
-    /// After the reply: the names in the directories the request locked
-    /// (the same `holding` as `beforeReply`), which the kernel lets go of
-    /// only once it has our reply.
-    func afterReply(_ changes: ChangeSet, holding locked: [NodeID]) {
-        let names = changes.entries.filter { locked.contains($0.directory) }
-        guard !names.isEmpty else { return }
-        queue.async { [self] in send(names) }
-    }
-
     private func send(_ names: [ChangeSet.EntryName]) {
         guard let session = session.withLock({ $0?.pointer }) else { return }
         for entry in names {
@@ -200,11 +209,12 @@ final class Invalidator: Sendable {
             Log.info("requests that changed other names in their own directories: \(bumps) (each dropped every cached name)")
         }
         let inline = namesInline.load(ordering: .relaxed)
-        if inline + inTime + late > 0 {
-            Log.info("name invalidations before the reply: \(inline) requests sent theirs, \(inTime + late) through the queue")
-        }
+        guard inline + inTime + late > 0 else { return }
+        let line = "name invalidations before the reply: \(inline) requests sent theirs, \(inTime + late) through the queue"
         if late > 0 {
-            Log.error("name invalidations before the reply: \(inTime + late) requests, \(late) of them replied at the \(Self.nameWaitMilliseconds) ms bound")
+            Log.error(line + ", \(late) of them replied at the \(Self.nameWaitMilliseconds) ms bound")
+        } else {
+            Log.info(line)
         }
     }
 }

@@ -50,9 +50,7 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.unlink(parent, name(rawName), by: caller(req))
                 // The kernel holds the directory and the file (which has no names in it).
-                let namesAfterReply = fs.invalidator.beforeReply(changes, holding: [parent], lockedIsComplete: true)
-                fuse_reply_err(req, 0)
-                if namesAfterReply { fs.invalidator.afterReply(changes, holding: [parent]) }
+                fs.invalidator.aroundReply(changes, holding: [parent], lockedIsComplete: true) { fuse_reply_err(req, 0) }
             }
         }
         ops.rename = { req, parent, rawName, newParent, newName, flags in
@@ -62,9 +60,7 @@ extension Operations {
                                                     flags: Library.RenameFlags(rawValue: flags), by: caller(req))
                 let own = [ChangeSet.EntryName(directory: parent, name: name(rawName)),
                            ChangeSet.EntryName(directory: newParent, name: name(newName))]
-                let namesAfterReply = fs.invalidator.beforeReply(changes, holding: [parent, newParent], moving: own)
-                fuse_reply_err(req, 0)
-                if namesAfterReply { fs.invalidator.afterReply(changes, holding: [parent, newParent]) }
+                fs.invalidator.aroundReply(changes, holding: [parent, newParent], moving: own) { fuse_reply_err(req, 0) }
             }
         }
         ops.link = { req, ino, newParent, newName in
