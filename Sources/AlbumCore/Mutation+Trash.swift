@@ -93,13 +93,8 @@ extension Mutation {
     /// URI-escaped, and the local deletion time.
     private mutating func writeTrashInfo(in trash: TrashDirectories, for name: Name, originalPath: Name,
                                          deletedAt: Nanoseconds, owner: Caller) throws {
-        var seconds = time_t(deletedAt / 1_000_000_000)
-        var local = tm()
-        localtime_r(&seconds, &local)
-        var date = [CChar](repeating: 0, count: 32)
-        let length = strftime(&date, date.count, "%Y-%m-%dT%H:%M:%S", &local)
         let text = Array("[Trash Info]\nPath=".utf8) + Self.uriEscaped(originalPath)
-            + Array("\nDeletionDate=".utf8) + date.prefix(length).map { UInt8(bitPattern: $0) } + [0x0a]
+            + Array("\nDeletionDate=".utf8) + Array(ISO8601.local(deletedAt).utf8) + [0x0a]
         let infoName = name + TrashDirectories.infoSuffix
         if let old = try db.child(of: trash.info, named: infoName) { try removeSideFile(trash.info, infoName, old) }
         // Its data stays in the database until something opens it (GIO's
