@@ -418,8 +418,8 @@ def test_empty_trash_restores_deletes_and_listings_at_once(mount):
     names; with the Empty Trash, each unlink's directory is the other's target), restores
     (renames holding Recently Deleted and the roll, whose names go through the queue), deletes
     from the roll (album names) and two processes listing and looking up in all of them run at
-    once. No process may stay blocked
-    (DEADLINE), none fails, and afterwards each photo is where its last call put it; fsck clean."""
+    once. No process may stay blocked (DEADLINE), none fails, and afterwards each photo is where
+    its last call put it; fsck clean."""
     a = mount.albums / "A"
     a.mkdir()
     uid = os.getuid()
