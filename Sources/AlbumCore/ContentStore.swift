@@ -43,7 +43,8 @@ public struct ContentStore: Sendable {
     /// Creates an empty content file for a new asset. A file already there is
     /// the leftover of a create whose transaction never committed (its id was
     /// handed out again), so it is emptied, not refused.
-    func create(_ id: NodeID, contents: [UInt8] = []) throws(LibraryError) {
+    /// Its mtime is `modified`, the new row's (see `setModificationTime`).
+    func create(_ id: NodeID, contents: [UInt8] = [], modified: Nanoseconds) throws(LibraryError) {
         let fd = try syscall { Glibc.open(path(of: id), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
         defer { close(fd) }
         var written = 0
@@ -51,6 +52,48 @@ public struct ContentStore: Sendable {
             let n = try syscall { contents.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, contents.count - written, off_t(written)) } }
             written += n
         }
+        try Self.setModificationTime(of: fd, to: modified)
+    }
+
+    /// Sets the data's mtime (its atime stays). A content file's mtime is its
+    /// asset's live mtime: whatever sets the asset's mtime (a create, a write
+    /// through the daemon, setattr, a truncate) stamps it here, writes
+    /// through passthrough stamp it themselves (and the asset takes it from
+    /// there), and the mark of a write stamps it once more (for stores older
+    /// than this rule). So a mount after a lost release, which takes size and
+    /// mtime from the data (StoreRecovery), shows what `stat` last showed,
+    /// with no clocks to compare.
+    func setModificationTime(_ id: NodeID, to time: Nanoseconds) throws(LibraryError) {
+        var times = Self.times(modified: time)
+        do {
+            try syscall { utimensat(AT_FDCWD, path(of: id), &times, 0) }
+        } catch .notFound {
+            throw .missingData(id)
+        }
+    }
+
+    /// `setModificationTime` of an asset whose mtime a setattr or a truncate
+    /// just set, told to OpenFiles in the same lock hold (a direct writer's
+    /// refresh must not take the new stamp for a write). Data that cannot be
+    /// stamped (kept in the database, or gone) shows only in a mount after a
+    /// lost release: it then shows the data's older mtime.
+    func stamp(_ id: NodeID, modified: Nanoseconds, _ openFiles: OpenFiles, _ held: borrowing DatabaseHeld) {
+        guard (try? setModificationTime(id, to: modified)) != nil else { return }
+        openFiles.dataStamped(id, modified: modified, held)
+    }
+
+    /// `setModificationTime` of an open content file.
+    static func setModificationTime(of descriptor: Int32, to time: Nanoseconds) throws(LibraryError) {
+        var times = Self.times(modified: time)
+        try syscall { futimens(descriptor, &times) }
+    }
+
+    /// utimensat's times: atime as it is (UTIME_OMIT, a macro Swift does not import), mtime `modified`.
+    private static func times(modified: Nanoseconds) -> [timespec] {
+        let (seconds, nanoseconds) = modified.quotientAndRemainder(dividingBy: 1_000_000_000)
+        let mtime = nanoseconds < 0 ? timespec(tv_sec: Int(seconds - 1), tv_nsec: Int(nanoseconds + 1_000_000_000))
+                                    : timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds))
+        return [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2), mtime]
     }
 
     /// Makes the creation of an asset's content file durable.

@@ -184,13 +184,18 @@ public struct StoreChecker {
             for path in deletedData { unlink(path) }
             try db.transaction {
                 for id in pendingPurges { try db.purgeDone(id) }
-                for (id, _) in sizeFromData {
-                    // As recovery at mount does: size, and mtime if the data is newer.
+                for (id, _) in sizeFromData where !unfinishedWrites.contains(id) {
+                    if let stamp = content.stamp(of: id) {
+                        try db.adoptDataSize(id, size: stamp.size, modified: stamp.modified)
+                    }
+                }
+                // As recovery at mount does: the data's size and mtime.
+                for id in unfinishedWrites {
                     if let stamp = content.stamp(of: id) {
                         try db.adoptInterruptedWrite(id, size: stamp.size, modified: stamp.modified)
                     }
+                    try db.endWrite(id)
                 }
-                for id in unfinishedWrites { try db.endWrite(id) }
                 for (parent, child) in danglingEntries {
                     try db.statement("DELETE FROM entries WHERE parent = ?1 AND child = ?2").bind(.int(parent), .int(child)).run()
                 }

@@ -28,6 +28,6 @@ extension Library {
         _ = try changingData(file) { () throws(LibraryError) in
             try syscall { systemFallocate(file.descriptor, mode, Int(offset), Int(length)) }
         }
-        if mode == 0 { openFiles.wrote(file.id, endingAt: end, now: currentTime()) }
+        if mode == 0 { wrote(file, endingAt: end) }
     }
 }

@@ -19,6 +19,7 @@ extension Library {
                               dropsSetID: Bool = false) throws(LibraryError) -> Attributes {
         if try isVirtualDirectory(id) { throw .notPermitted }
         let openFiles = self.openFiles
+        let content = self.content
         if changes.size != nil {
             waitForFreedData()
             try writeDataKeptInDatabase(id)
@@ -68,6 +69,10 @@ extension Library {
             let (_, result) = committed
             openFiles.replace(with: result, held)
             if changes.size != nil { openFiles.pin(result, held) }
+            // The data carries the mtime (a size change's, after its cut).
+            if changes.modificationTime != nil && changes.size == nil && result.kind.hasData {
+                content.stamp(id, modified: result.modificationTime, openFiles, held)
+            }
         })
         // A new size or modification time may change what the asset shows
         // (its data; the month of an asset with no capture date).
@@ -81,18 +86,21 @@ extension Library {
             try content.truncate(id, to: size)
         } catch {
             try? restore(previous)
-            try unpin(id)
+            try unpin(id, stamping: previous.modificationTime)
             throw error
         }
-        try unpin(id)
+        try unpin(id, stamping: result.modificationTime)
         if reread { indexer?.enqueue(id, of: self) }
         return result
     }
 
-    /// The cut is done: the pin goes, and the mark with it if no handle can write.
-    private func unpin(_ id: NodeID) throws(LibraryError) {
+    /// The cut is done: the data takes the asset's mtime (`modified`), the pin
+    /// goes, and the mark with it if no handle can write.
+    private func unpin(_ id: NodeID, stamping modified: Nanoseconds) throws(LibraryError) {
         let openFiles = self.openFiles
+        let content = self.content
         try locked { db, held in
+            content.stamp(id, modified: modified, openFiles, held)
             if openFiles.unpin(id, held) { try db.transaction { try db.endWrite(id) } }
         }
     }

@@ -26,7 +26,7 @@ extension Library {
         let descriptor = try content.open(id, writable: writable)
         let attributes: Attributes
         do {
-            attributes = try register(id, writable: writable)
+            attributes = try register(id, descriptor: descriptor, writable: writable)
         } catch {
             close(descriptor)
             throw error
@@ -50,8 +50,8 @@ extension Library {
         guard try read({ db in try db.sideFileData(id) }) != nil else { return }
         let content = self.content
         try write { db in
-            guard let data = try db.sideFileData(id) else { return }
-            try content.create(id, contents: data)
+            guard let data = try db.sideFileData(id), let row = try db.attributes(of: id) else { return }
+            try content.create(id, contents: data, modified: row.modificationTime)
             try db.removeSideFileData(id)
         }
     }
@@ -71,7 +71,7 @@ extension Library {
     /// attributes, read in the same lock hold (a last release cannot come
     /// between the read and the seed); a handle that can write marks the
     /// asset first (before any byte can change, O_TRUNC included).
-    private func register(_ id: NodeID, writable: Bool) throws(LibraryError) -> Attributes {
+    private func register(_ id: NodeID, descriptor: Int32, writable: Bool) throws(LibraryError) -> Attributes {
         let openFiles = self.openFiles
         return try locked { db, held in
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
@@ -79,6 +79,8 @@ extension Library {
             if writable, try db.isDeleted(id) { throw LibraryError.notPermitted }
             let live = openFiles.overlay(stored)
             if writable && !openFiles.isMarked(id, held) {
+                // The data takes the asset's mtime before the mark commits.
+                try ContentStore.setModificationTime(of: descriptor, to: live.modificationTime)
                 try db.transaction { try db.beginWrite(id) }
             }
             openFiles.opened(live, writable: writable, held)
@@ -103,8 +105,11 @@ extension Library {
     func markBeingWritten(_ id: NodeID) throws(LibraryError) {
         if isReadOnly { throw .readOnly }
         let openFiles = self.openFiles
+        let content = self.content
         try locked { db, held in
             if !openFiles.isMarked(id, held) {
+                guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
+                try content.setModificationTime(id, to: openFiles.overlay(stored).modificationTime)
                 try db.transaction { try db.beginWrite(id) }
             }
             openFiles.setMarked(id, true, held)
@@ -160,10 +165,15 @@ extension Library {
         if isReadOnly || !file.isWritable { throw isReadOnly ? .readOnly : .io(EBADF) }
         let written = try changingData(file) { () throws(LibraryError) in transfer(file.descriptor) }
         if written < 0 { throw LibraryError(errno: Int32(-written)) }
-        if written > 0 {
-            openFiles.wrote(file.id, endingAt: offset + Int64(written), now: currentTime())
-        }
+        if written > 0 { wrote(file, endingAt: offset + Int64(written)) }
         return written
+    }
+
+    /// A write or an allocation changed `file`'s data up to `end`: no clock
+    /// read, no syscall; the asset takes the data's mtime when its live
+    /// state is next read (`OpenFiles.refresh`).
+    func wrote(_ file: OpenFile, endingAt end: Int64) {
+        openFiles.wrote(file.id, endingAt: end, through: file.descriptor)
     }
 
     /// Commits the size and times that writes changed. Runs at FLUSH (every

@@ -98,7 +98,7 @@ struct Mutation {
     /// may later go to a directory.
     mutating func createContent(_ id: NodeID, contents: [UInt8] = []) throws {
         createdContent.append(id)
-        try content.create(id, contents: contents)
+        try content.create(id, contents: contents, modified: now)
     }
 
     /// Whether `album` is an album a user can reach (not inside a trashed one).

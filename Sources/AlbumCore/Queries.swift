@@ -176,12 +176,23 @@ extension Database {
         try statement("SELECT NOT EXISTS (SELECT 1 FROM nodes)").first { $0.int(0) != 0 } ?? true
     }
 
-    /// After a crash: an interrupted write's data is the truth. Its size is
-    /// the asset's; so is its mtime if the data changed after the last
-    /// committed change of the row (its ctime): writes the daemon never saw
-    /// committed, such as passthrough writes. A data mtime older than the
-    /// ctime means a later setattr (`cp -p`'s futimens) set the times: kept.
+    /// After a crash or a lost release: an interrupted write's data is the
+    /// truth, its size and its mtime both. While an asset is marked, every
+    /// change of its mtime reaches its content file (writes stamp it; a
+    /// create, the mark, setattr and a truncate set it: see
+    /// `ContentStore.setModificationTime`), so the data's mtime is the one
+    /// `stat` last showed. The ctime never goes back.
     func adoptInterruptedWrite(_ id: NodeID, size: Int64, modified: Nanoseconds) throws {
+        try statement("""
+            UPDATE nodes SET size = ?2, mtime = ?3, ctime = max(ctime, ?3) WHERE id = ?1
+            """).bind(.int(id), .int(size), .int(modified)).run()
+    }
+
+    /// fsck: a row whose size is not its data's, with no write marked (a
+    /// store older than the mark, or damaged). The size comes from the data;
+    /// the mtime too if the data changed after the row's last change (its
+    /// ctime): otherwise a later setattr set it, and it stays.
+    func adoptDataSize(_ id: NodeID, size: Int64, modified: Nanoseconds) throws {
         try statement("""
             UPDATE nodes SET size = ?2,
                 mtime = CASE WHEN ?3 > ctime THEN ?3 ELSE mtime END, ctime = max(ctime, ?3)

@@ -522,7 +522,7 @@ struct RecentlyDeletedMigrationTests {
                 """)
             #expect(try Migrator.version(of: db) == 2)
         }
-        try content.create(18, contents: bytes("photo"))
+        try content.create(18, contents: bytes("photo"), modified: currentTime())
 
         try store.reopen()
         #expect(try store.sortedNames(TestStore.root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])

@@ -13,6 +13,7 @@ import gzip
 import mmap
 import os
 import pwd
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -96,6 +97,48 @@ def test_size_and_mtime_are_live_while_open_and_survive_remount(data_mount):
     again = os.stat(path)
     assert (again.st_size, again.st_mtime_ns) == (closed.st_size, closed.st_mtime_ns)
     assert path.read_bytes() == b"a" * 5000 + b"b" * 3000
+
+
+def close_with_the_release_lost(m, fd: int) -> None:
+    """close() while the daemon is stopped, then kill it: the kernel's RELEASE (sent after
+    close returns) is never served, as when an unmount or a crash comes right after a close."""
+    m.proc.send_signal(signal.SIGSTOP)
+    try:
+        os.close(fd)   # no FLUSH on either path (noflush): returns at once
+    finally:
+        m.kill()       # SIGKILL ends a stopped process too
+
+
+@pytest.mark.parametrize("steps", ["write", "write, utime", "write, utime, write", "open, no write", "truncate"])
+def test_a_lost_release_changes_nothing_stat_showed(data_mount, steps):
+    """SEMANTICS.md § Durability and safety: a closed file's data and metadata survive a
+    kill -9. Without FLUSH the commit waits for RELEASE, which an unmount or a crash right
+    after close() can drop; the next mount takes size and mtime from the data, and they
+    must be exactly the ones the last stat showed (rsync compares both)."""
+    m = data_mount
+    path = m.roll / "lost.jpg"
+    if steps == "open, no write":
+        path.write_bytes(b"o" * 1000)
+        os.utime(path, ns=(0, 946_684_800_000_000_000))
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        if steps != "open, no write":
+            os.write(fd, b"a" * 5000)
+        if "utime" in steps:
+            os.utime(path, ns=(0, 1_000_000_000))
+        if steps.endswith("utime, write"):
+            os.write(fd, b"b" * 3000)
+        if steps == "truncate":
+            os.ftruncate(fd, 100)
+        shown = os.stat(path)
+    except BaseException:
+        os.close(fd)
+        raise
+    close_with_the_release_lost(m, fd)
+    m.start(m.mode_options)
+    again = os.stat(path)
+    assert (again.st_size, again.st_mtime_ns) == (shown.st_size, shown.st_mtime_ns)
+    fsck_between_mounts(m)
 
 
 def test_an_explicit_mtime_after_the_last_write_is_kept(data_mount):
