@@ -99,17 +99,19 @@ extension Library {
         try? locked { _, held in openFiles.addDirectWriter(file.id, descriptor: file.descriptor, held) }
     }
 
-    /// Marks `id` as being written (an `unfinished_writes` row) unless it
-    /// is, under the database lock: a transaction only when the row is
-    /// missing, and OpenFiles is touched only after it committed.
-    func markBeingWritten(_ id: NodeID) throws(LibraryError) {
+    /// Marks `file`'s asset as being written (an `unfinished_writes` row)
+    /// unless it is, under the database lock: a transaction only when the row
+    /// is missing, and OpenFiles is touched only after it committed. The data
+    /// takes the asset's live mtime first, through the handle's descriptor.
+    func markBeingWritten(_ file: OpenFile) throws(LibraryError) {
         if isReadOnly { throw .readOnly }
         let openFiles = self.openFiles
-        let content = self.content
+        let id = file.id
         try locked { db, held in
             if !openFiles.isMarked(id, held) {
-                guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
-                try content.setModificationTime(id, to: openFiles.overlay(stored).modificationTime)
+                if let stored = try db.attributes(of: id) {   // none: purged while open
+                    try ContentStore.setModificationTime(of: file.descriptor, to: openFiles.overlay(stored).modificationTime)
+                }
                 try db.transaction { try db.beginWrite(id) }
             }
             openFiles.setMarked(id, true, held)
@@ -128,7 +130,7 @@ extension Library {
                 return try change()
             case .unmarked:
                 // A flush took the mark but a handle writes on (a dup'ed descriptor).
-                try markBeingWritten(file.id)
+                try markBeingWritten(file)
             case .notOpen:
                 throw .io(EBADF)
             }
