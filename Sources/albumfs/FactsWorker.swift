@@ -13,11 +13,11 @@ enum FactsWorker {
         let fields: [String?] = [f.sha256, f.type, f.kind.rawValue, f.captured, f.width.map(String.init),
                                  f.height.map(String.init), f.duration.map { String($0) }, f.location,
                                  f.contentIdentifier, f.isScreenshot ? "1" : "0", f.isRaw ? "1" : "0"]
-        return fields.map { ($0 ?? "").map(escape).joined() }.joined(separator: "\t")
+        return fields.map { escape($0 ?? "") }.joined(separator: "\t")
     }
 
     static func decode(_ line: String) -> AssetFacts? {
-        let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map { unescape(String($0)) }
+        let fields = line.utf8.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false).map(unescape)
         guard fields.count == 11, fields[0].utf8.count == 64 else { return nil }
         func optional(_ i: Int) -> String? { fields[i].isEmpty ? nil : fields[i] }
         return AssetFacts(sha256: fields[0], type: optional(1), kind: AssetFacts.Kind(rawValue: fields[2]) ?? .other,
@@ -26,19 +26,46 @@ enum FactsWorker {
                           isScreenshot: fields[9] == "1", isRaw: fields[10] == "1")
     }
 
-    private static func escape(_ c: Character) -> String {
-        switch c {
-        case "%": return "%25"
-        case "\t": return "%09"
-        case "\n": return "%0A"
-        case "\r": return "%0D"
-        default: return String(c)
+    /// The four bytes a field cannot hold as they are, and their escapes.
+    private static let escapes: [(byte: UInt8, code: (UInt8, UInt8))] = [
+        (UInt8(ascii: "%"), (UInt8(ascii: "2"), UInt8(ascii: "5"))), (UInt8(ascii: "\t"), (UInt8(ascii: "0"), UInt8(ascii: "9"))),
+        (UInt8(ascii: "\n"), (UInt8(ascii: "0"), UInt8(ascii: "A"))), (UInt8(ascii: "\r"), (UInt8(ascii: "0"), UInt8(ascii: "D"))),
+    ]
+
+    private static func escape(_ field: String) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(field.utf8.count)
+        for byte in field.utf8 {
+            if let e = escapes.first(where: { $0.byte == byte }) {
+                bytes += [UInt8(ascii: "%"), e.code.0, e.code.1]
+            } else {
+                bytes.append(byte)
+            }
         }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
-    private static func unescape(_ s: String) -> String {
-        s.replacingOccurrences("%09", "\t").replacingOccurrences("%0A", "\n").replacingOccurrences("%0D", "\r")
-            .replacingOccurrences("%25", "%")
+    /// Undoes `escape` in one pass over the bytes (a field with no `%`, nearly
+    /// all of them, is taken as it is). The daemon decodes one line a photo:
+    /// four chained `replacingOccurrences` of each field were 3 % of its CPU
+    /// during a `cp -r` of photos (`perf`).
+    private static func unescape(_ field: Substring.UTF8View) -> String {
+        guard field.contains(UInt8(ascii: "%")) else { return String(decoding: field, as: UTF8.self) }
+        let bytes = Array(field)
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count,
+               let e = escapes.first(where: { $0.code == (bytes[i + 1], bytes[i + 2]) }) {
+                decoded.append(e.byte)
+                i += 3
+            } else {
+                decoded.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(decoding: decoded, as: UTF8.self)
     }
 
     /// `albumfs read-facts`: serves until stdin closes.
@@ -102,12 +129,5 @@ struct LineReader {
             guard count > 0 else { return nil }
             buffer += chunk[..<count]
         }
-    }
-}
-
-private extension String {
-    func replacingOccurrences(_ target: String, _ replacement: String) -> String {
-        guard contains(target) else { return self }
-        return split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
     }
 }
