@@ -72,16 +72,6 @@ public struct ContentStore: Sendable {
         }
     }
 
-    /// `setModificationTime` of an asset whose mtime a setattr or a truncate
-    /// just set, told to OpenFiles in the same lock hold (a direct writer's
-    /// refresh must not take the new stamp for a write). Data that cannot be
-    /// stamped (kept in the database, or gone) shows only in a mount after a
-    /// lost release: it then shows the data's older mtime.
-    func stamp(_ id: NodeID, modified: Nanoseconds, _ openFiles: OpenFiles, _ held: borrowing DatabaseHeld) {
-        guard (try? setModificationTime(id, to: modified)) != nil else { return }
-        openFiles.dataStamped(id, modified: modified, held)
-    }
-
     /// `setModificationTime` of an open content file.
     static func setModificationTime(of descriptor: Int32, to time: Nanoseconds) throws(LibraryError) {
         var times = Self.times(modified: time)

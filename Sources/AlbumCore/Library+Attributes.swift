@@ -71,7 +71,7 @@ extension Library {
             if changes.size != nil { openFiles.pin(result, held) }
             // The data carries the mtime (a size change's, after its cut).
             if changes.modificationTime != nil && changes.size == nil && result.kind.hasData {
-                content.stamp(id, modified: result.modificationTime, openFiles, held)
+                Self.stampData(id, modified: result.modificationTime, content, openFiles, held)
             }
         })
         // A new size or modification time may change what the asset shows
@@ -100,9 +100,21 @@ extension Library {
         let openFiles = self.openFiles
         let content = self.content
         try locked { db, held in
-            content.stamp(id, modified: modified, openFiles, held)
+            Self.stampData(id, modified: modified, content, openFiles, held)
             if openFiles.unpin(id, held) { try db.transaction { try db.endWrite(id) } }
         }
+    }
+
+    /// The data takes the mtime a setattr or a truncate just gave the asset
+    /// (`ContentStore.setModificationTime`), and OpenFiles hears of it in the
+    /// same lock hold (a direct writer's refresh must not take the new stamp
+    /// for a write). Data that cannot be stamped (kept in the database, or
+    /// gone) shows only in a mount after a lost release: it then shows the
+    /// data's older mtime.
+    private static func stampData(_ id: NodeID, modified: Nanoseconds, _ content: ContentStore,
+                                  _ openFiles: OpenFiles, _ held: borrowing DatabaseHeld) {
+        guard (try? content.setModificationTime(id, to: modified)) != nil else { return }
+        openFiles.dataStamped(id, modified: modified, held)
     }
 
     /// Puts back the attributes a setattr replaced, after its data change failed.
