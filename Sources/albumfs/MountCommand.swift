@@ -116,6 +116,11 @@ struct MountCommand {
         } catch {
             throw report(CommandFailure(.mountFailed, "\(error)"))
         }
+        // The watcher first, so that a mount that is ready has one (its
+        // standard streams are the daemon's: /dev/null when detached). It must
+        // not hold the ready pipe: the launcher reads it to its end.
+        if let readyDescriptor { _ = fcntl(readyDescriptor, F_SETFD, FD_CLOEXEC) }
+        ConnectionWatch.start(mountPoint: mountPoint, systemLog: readyDescriptor != nil)
         if let readyDescriptor {
             // Detached before the launcher returns: nothing is written to its
             // terminal afterwards, and the log goes where a user can find it.
@@ -123,7 +128,6 @@ struct MountCommand {
             Log.useSystemLog()
             DaemonLauncher.reportReady(on: readyDescriptor)
         }
-        ConnectionWatch.start(mountPoint: mountPoint, systemLog: readyDescriptor != nil)
         // The mount is in the kernel's table and requests queue until the
         // loop below serves them: a unit that waits for READY may use it now.
         ServiceManager.ready(mountPoint: mountPoint)

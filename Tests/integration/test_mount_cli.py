@@ -1,6 +1,7 @@
 """The albumfs command line: SEMANTICS.md § Durability and safety (refused mounts, the mount table,
 mount.fuse3, options, stores created only on purpose, failures that say why, unmount)."""
 
+import contextlib
 import errno
 import os
 import subprocess
@@ -286,6 +287,9 @@ def test_every_mount_has_a_connection_watcher_that_ends_with_it(mount_factory, t
     daemon's connection alive), and exits once the daemon has. (That it frees a daemon SIGKILL
     cannot end is test_crash.py's: it fails when a killed daemon lives 5 s.)"""
     m = mount_factory("w", mp=tmp_path / "w" / "mount point \\ here")
+    # -f: the mount point is in the mount table before the daemon has finished starting; a
+    # request served means it has (its loop starts after the watcher).
+    os.stat(m.mp)
     watchers = daemon_children(m.proc.pid, b"watch-connection")
     assert len(watchers) == 1, watchers
     pid, argv = watchers[0]
@@ -293,8 +297,18 @@ def test_every_mount_has_a_connection_watcher_that_ends_with_it(mount_factory, t
     assert abort_file, "fusectl is not mounted here: the watcher could not do its work"
     connection = abort_file.split("/")[-2]
     assert argv[2:4] == [str(m.proc.pid).encode(), connection.encode()], argv
-    held = {fd: os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
-    assert set(held) <= {"0", "1", "2"} and "/dev/fuse" not in held.values(), held
+    # Eventual too: the watcher starts by closing whatever it inherited (descriptors it has
+    # while doing so come and go); one it keeps stays, and fails this after 5 s.
+    deadline = time.monotonic() + 5
+    while True:
+        held = {}
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(FileNotFoundError):   # closed meanwhile
+                held[fd] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if set(held) <= {"0", "1", "2"} and "/dev/fuse" not in held.values():
+            break
+        assert time.monotonic() < deadline, held
+        time.sleep(0.05)
     assert os.readlink(f"/proc/{pid}/cwd") == "/"
     m.unmount()
     # Eventual by design: the watcher looks twice a second whether its parent is gone.
