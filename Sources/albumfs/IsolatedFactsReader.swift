@@ -42,7 +42,7 @@ final class IsolatedFactsReader: AssetFactsReader, Sendable {
         }
         if let answer {
             if answer.hasPrefix("!") { throw LibraryError.io(Int32(answer.dropFirst()) ?? EIO) }
-            if let facts = FactsWorker.decode(answer) { return facts }
+            if let facts = AssetFacts(line: answer) { return facts }
         }
         Log.error("reading the facts of \(path) failed (the reader crashed, hung or answered nonsense): keeping only its SHA-256")
         return AssetFacts(sha256: try sha256(ofFileAt: descriptor))

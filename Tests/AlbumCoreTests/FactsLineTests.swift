@@ -1,0 +1,40 @@
+import Testing
+@testable import AlbumCore
+
+/// The facts worker's answer line (AssetFacts+Line.swift): one line of
+/// eleven tab-separated fields, whatever the file's strings hold.
+@Suite("The facts line between the worker and the daemon")
+struct FactsLineTests {
+    private let sha = String(repeating: "ab", count: 32)
+
+    @Test("facts round-trip, fields with tabs, line breaks, CRLF, % and non-ASCII included")
+    func roundTrip() {
+        let odd = ["", "plain", "%", "%09", "%%0A%", "a\tb", "line\nbreak", "carriage\rreturn", "crlf\r\nend", "é📷", "%2", "100%"]
+        for text in odd {
+            let facts = AssetFacts(sha256: sha, type: "image/\(text)", kind: .photo, captured: "2024-05-01T10:00:00+02:00",
+                                   width: 4032, height: 3024, duration: 1.5, location: text.isEmpty ? nil : text,
+                                   contentIdentifier: "id-\(text)", isScreenshot: true, isRaw: false)
+            let line = facts.line
+            // The line protocol: one line, eleven fields.
+            #expect(!line.utf8.contains(UInt8(ascii: "\n")) && !line.utf8.contains(UInt8(ascii: "\r")), "\(text.debugDescription)")
+            #expect(line.utf8.filter { $0 == UInt8(ascii: "\t") }.count == 10, "\(text.debugDescription)")
+            #expect(AssetFacts(line: line) == facts, "\(text.debugDescription)")
+        }
+    }
+
+    @Test("the format: fields in their order, empty for none, escapes as written")
+    func format() {
+        let facts = AssetFacts(sha256: sha, type: "image/jpeg", kind: .photo, location: "+48.8566+002.3522/", contentIdentifier: "a%b\tc")
+        #expect(facts.line == "\(sha)\timage/jpeg\tphoto\t\t\t\t\t+48.8566+002.3522/\ta%25b%09c\t0\t0")
+        #expect(AssetFacts(line: "\(sha)\t\tvideo\t\t\t\t12.5\t\t\t0\t1")
+                == AssetFacts(sha256: sha, kind: .video, duration: 12.5, isRaw: true))
+    }
+
+    @Test("what is not a facts line: nil")
+    func notALine() {
+        #expect(AssetFacts(line: "") == nil)
+        #expect(AssetFacts(line: "!5") == nil)
+        #expect(AssetFacts(line: "abc\t\tphoto\t\t\t\t\t\t\t0\t0") == nil)                  // not a SHA-256
+        #expect(AssetFacts(line: "\(sha)\t\tphoto\t\t\t\t\t\t0\t0") == nil)                // ten fields
+    }
+}
