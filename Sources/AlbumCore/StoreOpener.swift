@@ -36,6 +36,13 @@ struct StoreOpener {
             // explicitly to survive a power loss.
             _ = try db.statement("PRAGMA journal_mode = WAL").first { $0.text(0) }
             try db.execute("PRAGMA synchronous = NORMAL")
+            // A checkpoint runs inside the commit that takes the WAL past this
+            // many pages, and waits for two fsyncs there: 10,000 pages (a WAL
+            // of up to 40 MiB) instead of SQLite's 1,000 makes that a tenth as
+            // often. 3,000 empty files created in an album as a normal user:
+            // 1.84 s against 2.93 s, p99 of a create 1–2 ms against 19.6 ms
+            // (medians of 3 interleaved rounds); a photo import unchanged.
+            try db.execute("PRAGMA wal_autocheckpoint = 10000")
             try migrate(db)
         } catch let error as LibraryError {
             throw error

@@ -76,7 +76,7 @@ struct RecentlyDeletedTests {
         let id = try store.createFile(a, "x", contents: bytes("1"))
         _ = try store.library.link(id, into: b, named: name("x"))
         try store.unlink(roll, "x")
-        try store.library.removeAlbum(TestStore.albums, name("B"))
+        _ = try store.library.removeAlbum(TestStore.albums, name("B"))
         let other = try store.createFile(a, "x", contents: bytes("2"))
 
         try store.rename(recentlyDeleted, "x", to: roll, "y")

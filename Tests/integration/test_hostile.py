@@ -539,8 +539,9 @@ def store_bytes(store) -> int:
 
 @pytest.mark.mount_timeout(180)
 def test_store_stays_proportional_to_the_library(mount_factory):
-    """Disk use: 5,000 creates and 5,000 renames leave database files of a few MiB (the WAL is
-    checkpointed as it goes), not a WAL that grows with every operation until unmount."""
+    """Disk use: 5,000 creates and 5,000 renames leave database files of a few tens of MiB (the
+    WAL is checkpointed as it goes, every 10,000 pages: 40 MiB at most), not a WAL that grows with
+    every operation until unmount (over 200 MiB here)."""
     m = mount_factory("size")
     album = m.albums / "A"
     album.mkdir()
@@ -551,7 +552,7 @@ def test_store_stays_proportional_to_the_library(mount_factory):
     size = store_bytes(m.store)
     wal = m.store / "library.sqlite-wal"
     wal_size = wal.stat().st_size if wal.exists() else 0
-    assert size < 48 * MiB, (f"database files take {size / MiB:.0f} MiB (WAL {wal_size / MiB:.0f} MiB) while "
+    assert size < 64 * MiB, (f"database files take {size / MiB:.0f} MiB (WAL {wal_size / MiB:.0f} MiB) while "
                              "mounted, for 5,000 entries: the WAL is never checkpointed")
     m.unmount()
     assert store_bytes(m.store) < 16 * MiB
