@@ -127,15 +127,15 @@ final class Indexer: Sendable {
         }) else { return .nothing }
         guard let descriptor = try? library.content.open(id, writable: false) else { return .nothing }
         defer { close(descriptor) }
-        guard let before = Self.stamp(descriptor), let facts = try? reader.facts(ofFileAt: descriptor) else { return .nothing }
-        guard let after = Self.stamp(descriptor), after.size == before.size, after.modified == before.modified else {
+        guard let before = ContentStamp(descriptor: descriptor), let facts = try? reader.facts(ofFileAt: descriptor) else { return .nothing }
+        guard ContentStamp(descriptor: descriptor) == before else {
             return .changedWhileRead
         }
         let (attributes, rollName) = subject
         return .read(Reading(id: id, facts: facts, rollName: rollName,
                              month: facts.capturedMonth ?? Self.localMonth(attributes.modificationTime),
                              screenshot: facts.isScreenshot || (facts.kind == .photo && rollName.map(ScreenshotNames.matches) == true),
-                             stamp: before))
+                             stamp: (before.size, before.modified)))
     }
 
     /// Writes what was read, in one transaction.
@@ -154,12 +154,6 @@ final class Indexer: Sendable {
         }
         // Delivered under the lock: once the mount clears it, none is under way.
         if let changes, !changes.isEmpty { library.backgroundChanges.withLock { $0?(changes) } }
-    }
-
-    private static func stamp(_ descriptor: Int32) -> (size: Int64, modified: Nanoseconds)? {
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { return nil }
-        return (Int64(info.st_size), Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
     }
 
     /// `YYYY-MM` of a time in the daemon's local time zone.
