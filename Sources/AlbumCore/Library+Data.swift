@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SQLiteKit
 
 /// An open asset: the descriptor of its content file. One per FUSE open.
 public final class OpenFile: Sendable {
@@ -79,9 +80,7 @@ extension Library {
             if writable, try db.isDeleted(id) { throw LibraryError.notPermitted }
             let live = openFiles.overlay(stored)
             if writable && !openFiles.isMarked(id, held) {
-                // The data takes the asset's mtime before the mark commits.
-                try ContentStore.setModificationTime(of: descriptor, to: live.modificationTime)
-                try db.transaction { try db.beginWrite(id) }
+                try Self.beginWrite(id, through: descriptor, modified: live.modificationTime, db)
             }
             openFiles.opened(live, writable: writable, held)
             if writable { openFiles.setMarked(id, true, held) }
@@ -101,21 +100,29 @@ extension Library {
 
     /// Marks `file`'s asset as being written (an `unfinished_writes` row)
     /// unless it is, under the database lock: a transaction only when the row
-    /// is missing, and OpenFiles is touched only after it committed. The data
-    /// takes the asset's live mtime first, through the handle's descriptor.
+    /// is missing, and OpenFiles is touched only after it committed.
     func markBeingWritten(_ file: OpenFile) throws(LibraryError) {
         if isReadOnly { throw .readOnly }
         let openFiles = self.openFiles
         let id = file.id
         try locked { db, held in
             if !openFiles.isMarked(id, held) {
-                if let stored = try db.attributes(of: id) {   // none: purged while open
-                    try ContentStore.setModificationTime(of: file.descriptor, to: openFiles.overlay(stored).modificationTime)
-                }
-                try db.transaction { try db.beginWrite(id) }
+                // No row: purged while open, nothing to stamp.
+                let live = try db.attributes(of: id).map { openFiles.overlay($0) }
+                try Self.beginWrite(id, through: file.descriptor, modified: live?.modificationTime, db)
             }
             openFiles.setMarked(id, true, held)
         }
+    }
+
+    /// Commits the mark of a write (an `unfinished_writes` row), the data
+    /// first taking the asset's live mtime through `descriptor`: a mount
+    /// that finds the mark takes the mtime from the data
+    /// (`ContentStore.setModificationTime`). Under the database lock.
+    private static func beginWrite(_ id: NodeID, through descriptor: Int32, modified: Nanoseconds?,
+                                   _ db: Database) throws {
+        if let modified { try ContentStore.setModificationTime(of: descriptor, to: modified) }
+        try db.transaction { try db.beginWrite(id) }
     }
 
     /// Runs `change` on the data of an open handle, with the asset marked
