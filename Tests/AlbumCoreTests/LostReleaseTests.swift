@@ -39,13 +39,20 @@ struct LostReleaseTests {
         #expect(written == count)
     }
 
+    /// A new store with `a.jpg` in the roll, open for writing by `path`.
+    private func openNew(_ path: Path, options: LibraryOptions = LibraryOptions()) throws -> (TestStore, NodeID, OpenFile) {
+        let store = try TestStore(options: options)
+        let id = try store.createFile(TestStore.roll, "a.jpg")
+        return (store, id, try open(store, id, path))
+    }
+
     /// The library goes without the release (the file's handle is left as a
     /// lost RELEASE leaves it), and a new one opens the store.
     private func expectSameAfterLostRelease(_ store: TestStore, _ id: NodeID, _ file: OpenFile,
                                             sourceLocation: SourceLocation = #_sourceLocation) throws {
         let shown = try store.library.attributes(of: id)
-        withExtendedLifetime(file) {}
         let recovered = try store.reopen().attributes(of: id)
+        close(file.descriptor)
         #expect(recovered.size == shown.size, sourceLocation: sourceLocation)
         #expect(recovered.modificationTime == shown.modificationTime, sourceLocation: sourceLocation)
         #expect(recovered.changeTime == shown.changeTime, sourceLocation: sourceLocation)
@@ -53,9 +60,7 @@ struct LostReleaseTests {
 
     @Test("writes, then close", arguments: Path.allCases)
     func afterWrites(_ path: Path) throws {
-        let store = try TestStore()
-        let id = try store.createFile(TestStore.roll, "a.jpg")
-        let file = try open(store, id, path)
+        let (store, id, file) = try openNew(path)
         try write(store, file, path, 5000, at: 0)
         try write(store, file, path, 3000, at: 5000)
         try expectSameAfterLostRelease(store, id, file)
@@ -63,9 +68,7 @@ struct LostReleaseTests {
 
     @Test("a write right after an explicit mtime (the mtime moves on with it)", arguments: Path.allCases)
     func writeAfterExplicitTime(_ path: Path) throws {
-        let store = try TestStore()
-        let id = try store.createFile(TestStore.roll, "a.jpg")
-        let file = try open(store, id, path)
+        let (store, id, file) = try openNew(path)
         try write(store, file, path, 5000, at: 0)
         _ = try store.library.setAttributes(id, AttributeChanges(modificationTime: .set(1_000_000_000)))
         try write(store, file, path, 3000, at: 5000)
@@ -75,28 +78,27 @@ struct LostReleaseTests {
 
     @Test("an explicit mtime after the last write (cp -p, rsync)", arguments: Path.allCases)
     func explicitTimeAfterWrites(_ path: Path) throws {
-        let store = try TestStore()
-        let id = try store.createFile(TestStore.roll, "a.jpg")
-        let file = try open(store, id, path)
+        let (store, id, file) = try openNew(path)
         try write(store, file, path, 4321, at: 0)
         _ = try store.library.setAttributes(id, AttributeChanges(modificationTime: .set(946_684_800_000_000_000)))
         try expectSameAfterLostRelease(store, id, file)
     }
 
-    @Test("opened for writing, nothing written: an old mtime stays", arguments: Path.allCases)
+    @Test("opened for writing, nothing written, in a store whose data does not carry the mtime yet: it stays", arguments: Path.allCases)
     func openedOnly(_ path: Path) throws {
         let store = try TestStore()
         let id = try store.createFile(TestStore.roll, "a.jpg", contents: [UInt8](repeating: 1, count: 100))
         _ = try store.library.setAttributes(id, AttributeChanges(modificationTime: .set(946_684_800_000_000_000)))
+        // A store made before the data carried the mtime: the data has another.
+        var times = [timespec(tv_sec: 1_700_000_000, tv_nsec: 0), timespec(tv_sec: 1_700_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, store.library.content.path(of: id), &times, 0) == 0)
         let file = try open(store, id, path)
         try expectSameAfterLostRelease(store, id, file)
     }
 
     @Test("a truncate of an open file", arguments: Path.allCases)
     func truncated(_ path: Path) throws {
-        let store = try TestStore()
-        let id = try store.createFile(TestStore.roll, "a.jpg")
-        let file = try open(store, id, path)
+        let (store, id, file) = try openNew(path)
         try write(store, file, path, 9000, at: 0)
         _ = try store.library.setAttributes(id, AttributeChanges(size: 100))
         try expectSameAfterLostRelease(store, id, file)
@@ -114,9 +116,7 @@ struct LostReleaseTests {
     func writeAfterSetattrOfALaterClock(_ path: Path) throws {
         // The kernel stamps writes with its coarse clock, up to a tick behind
         // the daemon's; a store clock 10 s ahead makes that lag certain.
-        let store = try TestStore(options: LibraryOptions(clockOffset: 10_000_000_000))
-        let id = try store.createFile(TestStore.roll, "a.jpg")
-        let file = try open(store, id, path)
+        let (store, id, file) = try openNew(path, options: LibraryOptions(clockOffset: 10_000_000_000))
         let set = try store.library.setAttributes(id, AttributeChanges(modificationTime: .set(1_000_000_000)))
         try write(store, file, path, 3000, at: 0)
         let written = try store.library.attributes(of: id)
@@ -127,9 +127,7 @@ struct LostReleaseTests {
 
     @Test("a preallocation that grows the file (posix_fallocate)")
     func allocated() throws {
-        let store = try TestStore()
-        let id = try store.createFile(TestStore.roll, "a.jpg")
-        let file = try open(store, id, .daemon)
+        let (store, id, file) = try openNew(.daemon)
         try store.library.allocate(file, mode: 0, offset: 0, length: 1 << 20)
         try expectSameAfterLostRelease(store, id, file)
     }
