@@ -356,6 +356,7 @@ class Bench:
         self.runner = Runner(on_stuck=self.kill_daemons)
         self.watchdog = Watchdog(on_expire=self.kill_daemons)
         self.rows = []         # (label, plain values, albumfs values, kind, bar)
+        self.floors = {}       # label: times of the row's floor command (see measure)
         self.notes = []        # lines printed under the table
         self.problems = []     # correctness failures: exit 1
 
@@ -490,23 +491,29 @@ class Bench:
     def measure(self, label, commands, kind="seconds", bar=None, before=None, after=None, rounds=None):
         """Runs commands['plain'] and commands['albumfs'] alternately, `rounds` times.
         before(side)/after(side, output) run untimed around each. kind 'seconds'
-        times the command; kind 'iops' takes the command's 3rd output field."""
-        values = {"plain": [], "albumfs": []}
+        times the command; kind 'iops' takes the command's 3rd output field.
+        commands['floor'], if there, runs on the plain tree between the two (its
+        hooks get side 'plain'); its times go to self.floors[label]."""
+        values = {side: [] for side in commands}
         for r in range(rounds or self.rounds):
             with self.watchdog.phase(f"{label}, round {r + 1}", 4 * self.timeout):
-                for side in ("plain", "albumfs"):
-                    self.check_side(side)
+                for side in [side for side in ("plain", "floor", "albumfs") if side in commands]:
+                    tree = "plain" if side == "floor" else side
+                    self.check_side(tree)
                     if before:
-                        before(side)
-                    self.check_side(side)
+                        before(tree)
+                    self.check_side(tree)
                     seconds, out = self.sh(commands[side], capture=True)
                     values[side].append(float(out.split()[2]) if kind == "iops" else seconds)
                     if after:
-                        after(side, out)
+                        after(tree, out)
             digits = 0 if kind == "iops" else 3
-            log(f"  {label} round {r + 1}: plain {values['plain'][-1]:.{digits}f}, "
+            floor = f", floor {values['floor'][-1]:.3f}" if "floor" in values else ""
+            log(f"  {label} round {r + 1}: plain {values['plain'][-1]:.{digits}f}{floor}, "
                 f"albumfs {values['albumfs'][-1]:.{digits}f}")
         self.rows.append((label, values["plain"], values["albumfs"], kind, bar))
+        if "floor" in values:
+            self.floors.setdefault(label, []).extend(values["floor"])
         return values
 
     def w1_import(self):
@@ -551,17 +558,26 @@ class Bench:
             self.purge_trash(side)
             self.sh(f"sync; cat {q(big)} > /dev/null")
 
+        def copies(flags, source, where):
+            """cp on each side; and its floor on the plain tree (full runs): cp into a
+            FUSE mount cannot use copy_file_range (EXDEV across filesystems), so it
+            copies with read and write; the same copy into the plain tree
+            (--reflink=never) is what no FUSE filesystem can beat."""
+            commands = {side: f"cp {flags}{q(source)} {q(os.path.join(root, where))} && sync"
+                        for side, root in self.sides.items()}
+            if not self.quick:
+                commands["floor"] = f"cp {flags}--reflink=never {q(source)} {q(os.path.join(self.plain, where))} && sync"
+            return commands
+
         for r in range(self.rounds):
             # One round of each, so the photos and the 2 GiB file alternate too.
             self.measure_round_into(
                 f"W1 import: cp -r {self.photos} × {human_bytes(self.photo_size)} into an album + sync",
-                {side: f"cp -r {q(photos)} {q(os.path.join(root, 'Albums', 'Import'))} && sync"
-                 for side, root in self.sides.items()},
+                copies("-r ", photos, os.path.join("Albums", "Import")),
                 before=remove_import, after=link_import, bar="≤ 1.5")
             self.measure_round_into(
                 f"W1 import: cp {human_bytes(self.big_size)} file into the roll + sync",
-                {side: f"cp {q(big)} {q(os.path.join(root, 'Camera Roll'))}/ && sync"
-                 for side, root in self.sides.items()},
+                copies("", big, "Camera Roll/"),
                 before=remove_big, bar="≤ 1.6")
             log(f"  W1 round {r + 1} done")
 
@@ -976,6 +992,13 @@ class Bench:
             print(f"{label:<{width}}  {p:>8.{digits}f}{unit or ' '}  {a:>8.{digits}f}{unit or ' '}  "
                   f"{ratio:>6.2f}  {bar or '':>6}  {rounds}")
         print("(medians; ratio = albumfs/plain — for IOPS, albumfs IOPS / plain IOPS)")
+        for label, plain, albumfs, _, _ in rows:
+            if label in self.floors:
+                floor = self.floors[label]
+                print(f"floor of \"{label}\": the same cp --reflink=never into the plain dir (read/write, as cp "
+                      f"copies into any FUSE mount) {median(floor):.3f} s = {median(floor) / median(plain):.2f} × plain; "
+                      f"albumfs {median(albumfs) / median(floor):.2f} × floor; rounds "
+                      + " ".join(f"{v:.3f}" for v in floor))
 
 
 class CacheDropper:
