@@ -563,11 +563,11 @@ class Bench:
             FUSE mount cannot use copy_file_range (EXDEV across filesystems), so it
             copies with read and write; the same copy into the plain tree
             (--reflink=never) is what no FUSE filesystem can beat."""
-            commands = {side: f"cp {flags}{q(source)} {q(os.path.join(root, where))} && sync"
-                        for side, root in self.sides.items()}
+            trees = [(side, root, "") for side, root in self.sides.items()]
             if not self.quick:
-                commands["floor"] = f"cp {flags}--reflink=never {q(source)} {q(os.path.join(self.plain, where))} && sync"
-            return commands
+                trees.append(("floor", self.plain, "--reflink=never "))
+            return {side: f"cp {flags}{extra}{q(source)} {q(os.path.join(root, where))} && sync"
+                    for side, root, extra in trees}
 
         for r in range(self.rounds):
             # One round of each, so the photos and the 2 GiB file alternate too.
