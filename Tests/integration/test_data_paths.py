@@ -15,6 +15,7 @@ import os
 import pwd
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -101,12 +102,28 @@ def test_size_and_mtime_are_live_while_open_and_survive_remount(data_mount):
 
 def close_with_the_release_lost(m, fd: int) -> None:
     """close() while the daemon is stopped, then kill it: the kernel's RELEASE (sent after
-    close returns) is never served, as when an unmount or a crash comes right after a close."""
+    close returns) is never served, as when an unmount or a crash comes right after a close.
+    No FLUSH on either path (noflush), so close() returns at once; one that waits for the
+    stopped daemon is freed by killing it after 10 s, and fails the test."""
     m.proc.send_signal(signal.SIGSTOP)
+    waited = threading.Event()
+
+    def free_the_close():
+        waited.set()
+        m.proc.kill()      # SIGKILL ends a stopped process too, and the request with it
+
+    timer = threading.Timer(10, free_the_close)
+    timer.start()
     try:
-        os.close(fd)   # no FLUSH on either path (noflush): returns at once
+        try:
+            os.close(fd)
+        except OSError:
+            if not waited.is_set():
+                raise
     finally:
-        m.kill()       # SIGKILL ends a stopped process too
+        timer.cancel()
+        m.kill()
+    assert not waited.is_set(), "close() waited for the stopped daemon: the handle asked for a FLUSH"
 
 
 @pytest.mark.parametrize("steps", ["write", "write, utime", "write, utime, write", "open, no write", "truncate"])
