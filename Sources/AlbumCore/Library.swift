@@ -144,11 +144,20 @@ public final class Library: Sendable {
     /// A change that frees space (`freesSpace`) may use the store's reserve:
     /// on a full disk it is given up and the change retried once, so that a
     /// full library can always be emptied.
-    func write<T: Sendable>(freesSpace: Bool = false, _ body: (Database) throws -> T) throws(LibraryError) -> T {
+    /// `rolledBack` runs when the transaction does not commit (a failed
+    /// COMMIT included), in the same lock hold: undoing what it did outside
+    /// the database there means nobody can have taken it over meanwhile.
+    func write<T: Sendable>(freesSpace: Bool = false, _ body: (Database) throws -> T,
+                            rolledBack: () -> Void = {}) throws(LibraryError) -> T {
         if isReadOnly { throw .readOnly }
         func attempt() throws(LibraryError) -> T {
             try database.withLock { db throws(LibraryError) in
-                try mappingErrors { try db.transaction { try body(db) } }
+                do throws(LibraryError) {
+                    return try mappingErrors { try db.transaction { try body(db) } }
+                } catch {
+                    rolledBack()
+                    throw error
+                }
             }
         }
         do {

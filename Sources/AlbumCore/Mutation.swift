@@ -123,15 +123,20 @@ extension Library {
         func attempt() throws(LibraryError) -> (T, ChangeSet, [NodeID]) {
             var created: [NodeID] = []
             do {
-                return try write { db -> (T, ChangeSet, [NodeID]) in
+                return try write({ db -> (T, ChangeSet, [NodeID]) in
                     try finishFreedPurges(db)
                     var mutation = Mutation(db: db, now: time ?? options.now(), options: options, content: content, caller: caller)
                     defer { created = mutation.createdContent }
                     let result = try body(&mutation)
                     return (result, mutation.changes, mutation.purged)
-                }
+                }, rolledBack: {
+                    // Under the lock that made them: once it is released, a
+                    // new create may be handed the same id (AUTOINCREMENT
+                    // rolls back too) and its file.
+                    for id in created { content.remove(id) }
+                })
             } catch {
-                for id in created { content.remove(id) }
+                try pausePoints.reached(.changeRolledBack)
                 throw error
             }
         }

@@ -16,6 +16,9 @@ public enum PausePoint: Sendable {
     /// createAsset: the content file made, the transaction not committed yet
     /// (a test may throw here, as a failing COMMIT does).
     case createBeforeCommit
+    /// A change that did not commit, its lock released, before its error is
+    /// thrown (what it undid outside the database is undone by then).
+    case changeRolledBack
     /// The deferred free of a purge's data, before it runs (on its queue).
     case freeingData
 }

@@ -114,4 +114,39 @@ struct RaceTests {
         let problems = try StoreChecker(location: store.location).check(repair: false)
         #expect(problems.isEmpty, "\(problems)")
     }
+
+    @Test("a create whose commit fails never removes the data of the create that is handed its id next")
+    func failedCreateSparesTheNextCreatesData() throws {
+        // SEMANTICS.md § Durability and safety: a rolled-back create's id (and
+        // so its content file's name) is handed out again at once; its clean-up
+        // must be over before anyone else can take them.
+        let store = try TestStore()
+        let library = store.library
+        let failing = Flag()
+        let next = Mutex<NodeID?>(nil)
+        library.pausePoints.install { point throws(LibraryError) in
+            switch point {
+            case .createBeforeCommit where !failing.testAndSet():
+                throw .noSpace
+            case .changeRolledBack where next.withLock({ $0 }) == nil:
+                let id = try library.createAsset(in: roll, named: name("y"), mode: 0o644, by: TestStore.owner).0.id
+                next.withLock { $0 = id }
+                let file = try library.open(id, writable: true, truncate: false)
+                do { try writeBytes(library, file, 14) } catch { throw .io(EIO) }
+                try library.release(file)
+            default:
+                break
+            }
+        }
+        #expect(throws: LibraryError.noSpace) {
+            try library.createAsset(in: roll, named: name("x"), mode: 0o644, by: TestStore.owner)
+        }
+        library.pausePoints.install(nil)
+        let id = try #require(next.withLock { $0 })
+        #expect(try store.id(roll, "x") == nil)
+        #expect(try store.read(id) == [UInt8](repeating: 0x61, count: 14), "the failed create's clean-up removed the next create's data")
+        store.close()
+        let problems = try StoreChecker(location: store.location).check(repair: false)
+        #expect(problems.isEmpty, "\(problems)")
+    }
 }
