@@ -196,9 +196,14 @@ extension Library {
     /// in the same lock hold; `closing`: then forgets a file nobody has open.
     private func commit(_ file: OpenFile, closing: Bool = false,
                         _ take: (OpenFiles, borrowing DatabaseHeld) -> OpenFiles.Commit) throws(LibraryError) {
-        let openFiles = self.openFiles
+        try commit(file.id, closing: closing, take)
+    }
+
+    private func commit(_ id: NodeID, closing: Bool,
+                        _ take: (OpenFiles, borrowing DatabaseHeld) -> OpenFiles.Commit) throws(LibraryError) {
+        let (openFiles, pausePoints) = (self.openFiles, self.pausePoints)
         try locked { db, held in
-            defer { if closing { openFiles.forgetIfClosed(file.id, held) } }
+            defer { if closing { openFiles.forgetIfClosed(id, held) } }
             let commit = take(openFiles, held)
             guard !commit.isEmpty else { return }
             do {
@@ -206,10 +211,12 @@ extension Library {
                     if let a = commit.snapshot?.attributes {
                         try db.writeContentState(a.id, size: a.size, modified: a.modificationTime, changed: a.changeTime)
                     }
-                    if commit.unmark { try db.endWrite(file.id) }
+                    if commit.unmark { try db.endWrite(id) }
+                    try pausePoints.reached(.commitOfData)
                 }
             } catch {
-                if commit.unmark { openFiles.setMarked(file.id, true, held) }
+                if commit.unmark { openFiles.setMarked(id, true, held) }
+                if closing { openFiles.hasUnsettled.store(true, ordering: .relaxed) }
                 throw error
             }
             if let snapshot = commit.snapshot { openFiles.committed(snapshot, held) }
@@ -238,7 +245,31 @@ extension Library {
 
     /// The last close of a handle: commit what is left (the live state if it
     /// changed, the mark when the last writer goes) and drop the descriptor.
+    /// A commit that fails for space is retried through the store's reserve,
+    /// as a delete is; one that fails anyway leaves the live state and the
+    /// mark in OpenFiles (`stat` still shows the size written), committed by
+    /// the next release that succeeds, the file's next close, or the next
+    /// mount's recovery, which finds the mark.
     public func release(_ file: OpenFile) throws(LibraryError) {
+        do {
+            try releaseCommitting(file)
+        } catch .noSpace where reserve.release() {
+            try settleReleases()
+            return
+        }
+        if openFiles.hasUnsettled.load(ordering: .relaxed) { try? settleReleases() }
+    }
+
+    /// Commits what failed last releases still owe (`OpenFiles.settling`).
+    func settleReleases() throws(LibraryError) {
+        let openFiles = self.openFiles
+        let ids = try locked { _, held in openFiles.unsettled(held) }
+        for id in ids {
+            try commit(id, closing: true) { $0.settling(id, $1) }
+        }
+    }
+
+    private func releaseCommitting(_ file: OpenFile) throws(LibraryError) {
         defer { close(file.descriptor) }
         if isReadOnly {
             let openFiles = self.openFiles

@@ -57,10 +57,19 @@ final class OpenFiles: Sendable {
 
         /// What a commit must write of the live state: nothing if unchanged.
         var snapshot: Snapshot? { dirty ? Snapshot(attributes: attributes, generation: generation) : nil }
+
+        /// Nothing is open, pinned, or left to commit: the entry can go.
+        /// A last release whose commit failed leaves its file dirty or
+        /// marked: kept, so that what `stat` showed is what a later commit
+        /// writes (never the older row), and the mark stays with it.
+        var isSettled: Bool { openCount <= 0 && pins == 0 && !dirty && !marked }
     }
 
 
     private let files = Mutex<[NodeID: LiveFile]>([:])
+    /// Some last release did not commit: set and cleared under the database
+    /// lock, read without it (a release looks at it once).
+    let hasUnsettled = Atomic<Bool>(false)
 
     /// How many files have a writable handle open (their facts are to be read after it closes).
     var filesOpenForWriting: Int {
@@ -165,7 +174,7 @@ final class OpenFiles: Sendable {
             file.pins -= 1
             let unmark = file.marked && file.pins == 0 && file.writerCount == 0
             if unmark { file.marked = false }
-            files[id] = file.openCount <= 0 && file.pins == 0 ? nil : file
+            files[id] = file.isSettled ? nil : file
             return unmark
         }
     }
@@ -228,10 +237,32 @@ final class OpenFiles: Sendable {
         }
     }
 
-    /// Removes the entry of a file nobody has open any more.
+    /// Removes the entry of a file nobody has open any more, once what it
+    /// changed is committed (`LiveFile.isSettled`).
     func forgetIfClosed(_ id: NodeID, _ held: borrowing DatabaseHeld) {
         files.withLock { files in
-            if let file = files[id], file.openCount <= 0, file.pins == 0 { files[id] = nil }
+            if let file = files[id], file.isSettled { files[id] = nil }
+        }
+    }
+
+    /// Files whose last release did not commit (a full disk): what is left
+    /// to commit for them is `settling`'s.
+    func unsettled(_ held: borrowing DatabaseHeld) -> [NodeID] {
+        let ids = files.withLock { files in files.compactMap { $1.openCount <= 0 && !$1.isSettled ? $0 : nil } }
+        if ids.isEmpty { hasUnsettled.store(false, ordering: .relaxed) }
+        return ids
+    }
+
+    /// The commit a failed last release still owes: the live state if it
+    /// changed, and the mark when nothing can write any more. Nil while the
+    /// file is open again (its next release owes it).
+    func settling(_ id: NodeID, _ held: borrowing DatabaseHeld) -> Commit {
+        files.withLock { files in
+            guard var file = files[id], file.openCount <= 0 else { return Commit(snapshot: nil, unmark: false) }
+            let unmark = file.marked && file.pins == 0
+            if unmark { file.marked = false }
+            files[id] = file
+            return Commit(snapshot: file.snapshot, unmark: unmark)
         }
     }
 
@@ -280,7 +311,7 @@ final class OpenFiles: Sendable {
     /// The last attributes of an open file whose row is gone (deleted while open).
     func lastKnown(_ id: NodeID) -> Attributes? {
         files.withLock { files in
-            guard var file = files[id] else { return nil }
+            guard var file = files[id], file.openCount > 0 else { return nil }
             Self.refresh(&file)
             files[id] = file
             var attributes = file.attributes

@@ -4,7 +4,9 @@ import Synchronization
 /// the exact moment a race needs (a release between a setattr's commit and
 /// its cut of the data, …) instead of hoping a stress test hits it. Nothing
 /// is installed outside tests: each point then costs one atomic load. A
-/// point is reached with no lock held, so the test may call the library.
+/// point is reached with no lock held, so the test may call the library,
+/// except the two inside a transaction (`createBeforeCommit`,
+/// `commitOfData`), where a test may only throw, as a failing COMMIT does.
 public enum PausePoint: Sendable {
     /// setAttributes: the new size committed, the data not cut yet.
     case setAttributesBeforeCut
@@ -19,6 +21,10 @@ public enum PausePoint: Sendable {
     /// A change that did not commit, its lock released, before its error is
     /// thrown (what it undid outside the database is undone by then).
     case changeRolledBack
+    /// A flush, fsync or release commits an open file's size and times, in
+    /// its transaction (under the database lock; a test may throw here, as
+    /// a failing COMMIT does).
+    case commitOfData
     /// The deferred free of a purge's data, before it runs (on its queue).
     case freeingData
 }

@@ -1,0 +1,95 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+import Testing
+@testable import AlbumCore
+
+/// A last release whose commit fails (a full disk): the size and times the
+/// handle's writes gave the asset must not be forgotten, and the mark that
+/// tells the next mount to take them from the data must not be erased by a
+/// later open that writes nothing (SEMANTICS.md § Durability and safety).
+@Suite("A release whose commit fails loses nothing")
+struct FailedReleaseTests {
+    /// Makes every commit of an open file's state fail as a full disk does, `times` times.
+    private final class FullDisk: Sendable {
+        private let left: Mutex<Int>
+        init(_ library: Library, times: Int = .max) {
+            left = Mutex(times)
+            library.pausePoints.install { [self] point throws(LibraryError) in
+                guard point == .commitOfData else { return }
+                if left.withLock({ left in defer { left -= 1 }; return left > 0 }) { throw .noSpace }
+            }
+        }
+        func ends(_ library: Library) { library.pausePoints.install(nil) }
+    }
+
+    private func stored(_ library: Library, _ id: NodeID) throws -> (size: Int64, marked: Bool) {
+        try library.read { db in
+            (try db.attributes(of: id)?.size ?? -1, try db.unfinishedWrites().contains(id))
+        }
+    }
+
+    private func writeNew(_ store: TestStore, _ name: String, _ count: Int) throws -> (NodeID, OpenFile) {
+        let id = try store.createFile(TestStore.roll, name)
+        let file = try store.library.open(id, writable: true, truncate: false)
+        let data = [UInt8](repeating: 9, count: count)
+        _ = try data.withUnsafeBytes { try store.library.write(file, from: $0.baseAddress!, count: count, at: 0) }
+        return (id, file)
+    }
+
+    @Test("a release that fails for space is retried through the store's reserve, as a delete is")
+    func retriedThroughTheReserve() throws {
+        let store = try TestStore()
+        let (id, file) = try writeNew(store, "a.jpg", 100)
+        let disk = FullDisk(store.library, times: 1)
+        try store.library.release(file)
+        disk.ends(store.library)
+        #expect(try stored(store.library, id) == (100, false))
+    }
+
+    @Test("a release that cannot commit keeps what stat showed and the mark; the next close of the file commits them")
+    func keptUntilTheNextClose() throws {
+        let store = try TestStore()
+        let library = store.library
+        let (id, file) = try writeNew(store, "a.jpg", 100)
+        let disk = FullDisk(library)
+        #expect(throws: LibraryError.noSpace) { try library.release(file) }
+        disk.ends(library)
+        #expect(try library.attributes(of: id).size == 100, "stat fell back to the row written before")
+        #expect(try stored(library, id) == (0, true))
+        // An open that writes nothing: its close must not take the mark without the size.
+        let again = try library.open(id, writable: true, truncate: false)
+        try library.release(again)
+        #expect(try stored(library, id) == (100, false))
+        store.close()
+        #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
+    }
+
+    @Test("what a failed release owes is committed by the next release that succeeds")
+    func settledByTheNextRelease() throws {
+        let store = try TestStore()
+        let library = store.library
+        let (id, file) = try writeNew(store, "a.jpg", 100)
+        let disk = FullDisk(library)
+        #expect(throws: LibraryError.noSpace) { try library.release(file) }
+        disk.ends(library)
+        let (_, other) = try writeNew(store, "b.jpg", 10)
+        try library.release(other)
+        #expect(try stored(library, id) == (100, false))
+        #expect(try store.reopen().attributes(of: id).size == 100)
+    }
+
+    @Test("a failed release's state survives into the next mount through its mark")
+    func recoveredAtTheNextMount() throws {
+        let store = try TestStore()
+        let library = store.library
+        let (id, file) = try writeNew(store, "a.jpg", 100)
+        let disk = FullDisk(library)
+        #expect(throws: LibraryError.noSpace) { try library.release(file) }
+        disk.ends(library)
+        let reopened = try store.reopen()
+        #expect(try reopened.attributes(of: id).size == 100)
+        #expect(try stored(reopened, id) == (100, false))
+    }
+}
