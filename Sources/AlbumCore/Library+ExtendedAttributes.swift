@@ -9,7 +9,8 @@ extension Library {
     static let favoriteAttribute: Name = Array("user.albumfs.favorite".utf8)
     /// On the root: how many assets wait to be read, open writers included (0: every fact is computed).
     static let indexingAttribute: Name = Array("user.albumfs.indexing".utf8)
-    /// Set on a duplicate set's directory: merges the set (Library.mergeDuplicates).
+    /// Set on a duplicate set's directory: merges the set (Library.mergeDuplicates);
+    /// read: the roll names a merge would take now, the kept one first (Library.mergePlan).
     public static let mergeAttribute: Name = Array("user.albumfs.merge".utf8)
 
     /// The `user.albumfs.*` attributes read from an asset's facts.
@@ -53,6 +54,10 @@ extension Library {
                 guard let deletedAt = try read({ db in try db.deletedAsset(id)?.deletedAt }) else { throw .noAttribute }
                 let time = name == Self.deletedAttribute ? deletedAt : deletedAt + (options.retention ?? 0)
                 return Array(ISO8601.utc(time).utf8)
+            }
+            if name == Self.mergeAttribute {
+                guard case .duplicateSet = VirtualNode(id) else { throw .noAttribute }
+                return try mergePlan(shownIn: id)
             }
             if name == Self.favoriteAttribute {
                 guard try read({ db in try db.isFavorite(id) }) else { throw .noAttribute }

@@ -76,6 +76,13 @@ final class OpenFiles: Sendable {
         files.withLock { files in files.values.count { $0.writerCount > 0 } }
     }
 
+    /// Whether a handle that can write `id` is open (read without the
+    /// database lock, like `overlay`: a writer that opens right after is
+    /// seen by whoever checks again under the lock).
+    func isOpenForWriting(_ id: NodeID) -> Bool {
+        files.withLock { files in (files[id]?.writerCount ?? 0) > 0 }
+    }
+
     func opened(_ attributes: Attributes, writable: Bool, _ held: borrowing DatabaseHeld) {
         files.withLock { files in
             var file = files[attributes.id] ?? LiveFile(openCount: 0, writerCount: 0, attributes: attributes)

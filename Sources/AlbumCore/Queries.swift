@@ -240,6 +240,11 @@ extension Database {
         try statement("DELETE FROM unfinished_writes WHERE id = ?1").bind(.int(id)).run()
     }
 
+    /// Whether `id` is marked as being written (its data may be ahead of its row).
+    func isBeingWritten(_ id: NodeID) throws -> Bool {
+        try statement("SELECT 1 FROM unfinished_writes WHERE id = ?1").bind(.int(id)).first { _ in true } ?? false
+    }
+
     func unfinishedWrites() throws -> [NodeID] {
         try ids("SELECT id FROM unfinished_writes")
     }

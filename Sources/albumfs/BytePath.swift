@@ -46,9 +46,21 @@ struct BytePath: Hashable, Sendable, CustomStringConvertible {
 
     /// A `user.*` extended attribute as text; nil when absent (or unreadable).
     func extendedAttribute(_ name: String) -> String? {
+        extendedAttributeBytes(name).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A `user.*` extended attribute's value, whatever its size; nil when
+    /// absent (or unreadable).
+    func extendedAttributeBytes(_ name: String) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: 256)
-        let count = withCString { path in systemGetxattr(path, name, &buffer, buffer.count) }
-        return count >= 0 ? String(decoding: buffer[..<count], as: UTF8.self) : nil
+        while true {
+            let count = withCString { path in systemGetxattr(path, name, &buffer, buffer.count) }
+            if count >= 0 { return Array(buffer[..<count]) }
+            guard errno == ERANGE else { return nil }
+            let needed = withCString { path in systemGetxattr(path, name, nil, 0) }
+            guard needed > buffer.count else { return nil }
+            buffer = [UInt8](repeating: 0, count: needed)
+        }
     }
 }
 

@@ -4,10 +4,13 @@ import Glibc
 /// `albumfs dedupe [--dry-run] [--store DIR | MOUNTPOINT]`: merges each set of
 /// identical assets as Photos' "Merge" does (Library.dedupe: the earliest
 /// import kept, in every album of the set, the others to Recently Deleted).
-/// A mounted library is merged through its mount, one set at a time (each
-/// one transaction of the daemon: `user.albumfs.merge` on the set's
-/// directory); an unmounted one directly. Only assets whose facts were read
-/// (while mounted) take part.
+/// Only members whose data hashes to the set's SHA-256 again, and that
+/// nothing is writing, take part. A mounted library is merged through its
+/// mount, one set at a time: the daemon says which members it would merge
+/// and which it keeps (`getfattr -n user.albumfs.merge` on the set's
+/// directory), then merges (`setfattr`), each one transaction; an unmounted
+/// one directly. Only assets whose facts were read (while mounted) are
+/// proposed.
 struct DedupeCommand {
     var store: String?
     var mountPoint: String?
@@ -33,35 +36,34 @@ struct DedupeCommand {
         do {
             let lock = try StoreLock(location: location)
             let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()))
-            sets = try withExtendedLifetime(lock) { () throws(LibraryError) in try library.dedupe(dryRun: dryRun) }
+            sets = try withExtendedLifetime(lock) { () throws(LibraryError) in
+                try library.dedupe(dryRun: dryRun, hashing: MediaFactsReader())
+            }
         } catch {
             throw CommandFailure(.unusableStore, describe(error))
         }
-        for set in sets {
-            report(kept: String(decoding: set.keptName, as: UTF8.self),
-                   merged: set.merged.map { String(decoding: $0.name, as: UTF8.self) })
-        }
+        for set in sets { report(kept: set.keptName, merged: set.merged.map(\.name)) }
         return summary(sets.count)
     }
 
-    /// Through the mount: each set's directory lists its members (roll names);
-    /// the lowest st_ino is the earliest import.
+    /// Through the mount: each set's `user.albumfs.merge` names the members
+    /// the daemon would merge now, the one it keeps first (NUL after each).
     private func throughMount(_ point: String) throws(CommandFailure) -> Int32 {
-        let duplicates = point + "/Smart Albums/Duplicates"
-        guard let sets = Self.names(in: duplicates) else {
+        let duplicates = BytePath(point).appending("Smart Albums/Duplicates")
+        guard case .success(let sets) = duplicates.directoryEntries() else {
             throw CommandFailure(.usage, "\(point) is not a mounted albumfs library (no \(duplicates))")
         }
         var merged = 0
-        for set in sets.sorted() {
-            let directory = duplicates + "/" + set
-            let members = (Self.names(in: directory) ?? []).compactMap { name -> (UInt64, String)? in
-                var info = stat()
-                return lstat(directory + "/" + name, &info) == 0 ? (UInt64(info.st_ino), name) : nil
-            }.sorted { $0.0 < $1.0 }
-            guard members.count > 1 else { continue }
-            report(kept: members[0].1, merged: members.dropFirst().map(\.1))
+        for set in sets.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            let directory = duplicates.appending(set)
+            // None: the set went, or fewer than two members are proven identical now.
+            guard let plan = directory.extendedAttributeBytes("user.albumfs.merge") else { continue }
+            let names = plan.split(separator: 0, omittingEmptySubsequences: false).dropLast().map(Array.init)
+            guard names.count > 1 else { continue }
+            report(kept: names[0], merged: Array(names.dropFirst()))
             if !dryRun {
-                guard systemSetxattr(directory, "user.albumfs.merge", "1", 1, 0) == 0 else {
+                let done = directory.withCString { systemSetxattr($0, "user.albumfs.merge", "1", 1, 0) }
+                guard done == 0 else {
                     throw CommandFailure(.problemsFound, "cannot merge \(directory): \(String(cString: strerror(errno)))")
                 }
             }
@@ -70,24 +72,14 @@ struct DedupeCommand {
         return summary(merged)
     }
 
-    private func report(kept: String, merged: [String]) {
-        print("\(dryRun ? "would keep" : "kept") \(kept); \(dryRun ? "would merge" : "merged") \(merged.joined(separator: ", "))")
+    private func report(kept: Name, merged: [Name]) {
+        let text = { (name: Name) in String(decoding: name, as: UTF8.self) }
+        print("\(dryRun ? "would keep" : "kept") \(text(kept)); \(dryRun ? "would merge" : "merged") \(merged.map(text).joined(separator: ", "))")
     }
 
     private func summary(_ count: Int) -> Int32 {
         print("\(count) set\(count == 1 ? "" : "s") of duplicates\(dryRun ? " (dry run: nothing changed)" : " merged")")
         return ExitCode.success.rawValue
-    }
-
-    private static func names(in path: String) -> [String]? {
-        guard let directory = opendir(path) else { return nil }
-        defer { closedir(directory) }
-        var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
     }
 }
 

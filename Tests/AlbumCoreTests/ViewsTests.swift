@@ -187,11 +187,11 @@ struct ViewsTests {
         let set = try #require(sets.values.first)
         #expect(try listing(store, set) == ["one.jpg": first, "two.jpg": second])
 
-        let dry = try store.library.dedupe(dryRun: true)
+        let dry = try store.library.dedupe(dryRun: true, hashing: LineFactsReader())
         #expect(dry.count == 1 && dry[0].kept == first && dry[0].merged.map(\.id) == [second])
         #expect(try store.id(roll, "two.jpg") == second, "a dry run changes nothing")
 
-        let done = try store.library.dedupe(dryRun: false)
+        let done = try store.library.dedupe(dryRun: false, hashing: LineFactsReader())
         #expect(done.count == 1)
         #expect(try store.id(a, "one.jpg") == first)
         #expect(try store.id(b, "two.jpg") == first, "the kept asset joins B under the member's album name")
@@ -201,6 +201,37 @@ struct ViewsTests {
         #expect(try store.library.attributes(of: first).linkCount == 3)
         store.close()
         #expect(try StoreChecker(location: store.location).check(repair: false).isEmpty)
+    }
+
+    @Test("dedupe merges only what it has just proven identical: an edit the facts do not know yet is never merged away")
+    func dedupeRehashesBeforeMerging() throws {
+        // SEMANTICS.md § the computed views (Duplicates, dedupe).
+        let store = try indexedStore(trashDays: 0)
+        let first = try store.createFile(roll, "one.jpg", contents: bytes("kind=photo\nsame"))
+        let second = try store.createFile(roll, "two.jpg", contents: bytes("kind=photo\nsame"))
+        settled(store)
+        // No indexer from here: the facts stay those of before the edit.
+        let library = try store.reopen(options: LibraryOptions(trashDays: 0))
+        try store.write(second, bytes("kind=photo\nedited"))
+        #expect(try library.dedupe(dryRun: true, hashing: LineFactsReader()).isEmpty)
+        #expect(try library.dedupe(dryRun: false, hashing: LineFactsReader()).isEmpty)
+        #expect(try store.id(roll, "two.jpg") == second, "the edited photo was merged away (and purged: trash_days=0)")
+        #expect(try store.read(second) == bytes("kind=photo\nedited"))
+        #expect(try store.id(roll, "one.jpg") == first)
+    }
+
+    @Test("dedupe leaves out a member open for writing, even while its data still matches")
+    func dedupeSkipsWhatIsBeingWritten() throws {
+        let store = try indexedStore()
+        _ = try store.createFile(roll, "one.jpg", contents: bytes("kind=photo\nsame"))
+        let second = try store.createFile(roll, "two.jpg", contents: bytes("kind=photo\nsame"))
+        settled(store)
+        let file = try store.library.open(second, writable: true, truncate: false)
+        #expect(try store.library.dedupe(dryRun: false, hashing: LineFactsReader()).isEmpty)
+        #expect(try store.id(roll, "two.jpg") == second)
+        try store.library.release(file)
+        settled(store)
+        #expect(try store.library.dedupe(dryRun: false, hashing: LineFactsReader()).count == 1, "closed again: merged")
     }
 
     @Test("fsck --verify names an asset whose content no longer matches its SHA-256, and changes nothing")

@@ -199,6 +199,27 @@ def test_duplicates_and_dedupe(mount_factory, media):
     assert nlink(m.roll / "one.jpg") == 3
 
 
+def test_dedupe_reports_the_asset_the_daemon_keeps(mount_factory, media):
+    """SEMANTICS.md § the computed views: the earliest import is kept, and `albumfs dedupe` names
+    that one, dry run or not, even when it is not the lowest st_ino (imported while the store's
+    clock was behind: ALBUMFS_CLOCK_OFFSET)."""
+    media_dir, _ = media
+    m = mount_factory("m")
+    shutil.copyfile(media_dir / "live.jpg", m.roll / "one.jpg")
+    m.unmount()
+    m.env = {"ALBUMFS_CLOCK_OFFSET": str(-86400)}
+    m.start()
+    shutil.copyfile(media_dir / "live.jpg", m.roll / "two.jpg")
+    wait_for_facts([m.roll / "one.jpg", m.roll / "two.jpg"])
+    earliest = ino(m.roll / "two.jpg")
+    assert earliest > ino(m.roll / "one.jpg")
+    dry = run([ALBUMFS, "dedupe", "--dry-run", str(m.mp)], text=True).stdout
+    assert "would keep two.jpg; would merge one.jpg" in dry, dry
+    done = run([ALBUMFS, "dedupe", str(m.mp)], text=True).stdout
+    assert "kept two.jpg; merged one.jpg" in done, done
+    assert os.listdir(m.roll) == ["two.jpg"] and ino(m.roll / "two.jpg") == earliest
+
+
 def test_fsck_verify_finds_a_flipped_byte(mount_factory, media):
     """Item 5: one byte flipped in a content file (unmounted): fsck --verify names that asset and
     exits 1; without --verify fsck does not read the data."""
