@@ -36,7 +36,7 @@ extension Library {
             if let mode = changes.mode {
                 a.mode = mode & 0o7777
             } else {
-                if changes.uid != nil || changes.gid != nil { a.mode &= ~SetIDBits.droppedByChown(previous, by: caller) }
+                if changes.isChown { a.mode &= ~SetIDBits.droppedByChown(previous, by: caller) }
                 if changes.size != nil && dropsSetID { a.mode &= ~SetIDBits.droppedByWriting(previous, by: caller) }
             }
             if let uid = changes.uid { a.uid = uid }

@@ -120,6 +120,11 @@ public struct AttributeChanges: Sendable {
     public var size: Int64?
     public var accessTime: TimeChange?
     public var modificationTime: TimeChange?
+    /// A chown that names neither owner nor group (`chown(f, -1, -1)`): it
+    /// changes no id, but takes set-ID bits as any chown does.
+    public var chown = false
+    /// Whether the change is a chown (an owner or group given, or neither).
+    var isChown: Bool { chown || uid != nil || gid != nil }
 
     public enum TimeChange: Sendable, Equatable {
         case now

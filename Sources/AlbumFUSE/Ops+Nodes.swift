@@ -71,6 +71,12 @@ extension Operations {
         } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
             changes.modificationTime = .set(attr.st_mtim.nanoseconds)
         }
+        // Nothing to set: a chown(f, -1, -1), whose taking of set-ID bits the
+        // kernel leaves to us under FUSE_HANDLE_KILLPRIV_V2 (it is the one
+        // call that reaches a filesystem with no attribute to change).
+        let anything = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE
+            | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW
+        if toSet & anything == 0 { changes.chown = true }
         return changes
     }
 }

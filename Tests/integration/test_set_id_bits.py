@@ -100,6 +100,9 @@ def test_chown_clears_set_id_bits(shared_mount, mode, by_owner, by_root):
     os.chmod(path, mode)
     os.chown(path, 0, 0)
     assert mode_of(path) == by_root, f"chown by root: mode {mode_of(path):o}, want {by_root:o}"
+    os.chmod(path, mode)
+    os.chown(path, -1, -1)     # names no id, and still clears them on ext4
+    assert mode_of(path) == by_root, f"chown(f, -1, -1): mode {mode_of(path):o}, want {by_root:o}"
 
 
 def test_chown_by_a_caller_outside_the_group_clears_set_group_id(shared_mount):
