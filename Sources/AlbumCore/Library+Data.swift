@@ -24,7 +24,15 @@ extension Library {
         let kind = try attributes(of: id).kind
         guard kind.hasData else { throw .isDirectory }
         if kind == .sideFile { try writeDataKeptInDatabase(id) }
-        let descriptor = try content.open(id, writable: writable)
+        let descriptor: Int32
+        do {
+            descriptor = try content.open(id, writable: writable)
+        } catch .missingData {
+            // Purged while another handle had it open (its attributes came
+            // from that handle): an open by its old inode, as through
+            // /proc/PID/fd, finds nothing, not damage.
+            throw try read({ db in try db.kind(of: id) }) == nil ? .notFound : .missingData(id)
+        }
         let attributes: Attributes
         do {
             attributes = try register(id, descriptor: descriptor, writable: writable)

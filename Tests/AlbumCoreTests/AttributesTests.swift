@@ -270,6 +270,9 @@ struct AttributesTests {
         let n = try buffer.withUnsafeMutableBytes { try store.library.read(file, into: $0.baseAddress!, count: 10, at: 0) }
         #expect(n == 10)
         #expect(buffer == bytes("still here"))
+        // An open of it by its inode (as through /proc/PID/fd) finds nothing: ENOENT, not damage (EIO).
+        store.library.waitForFreedData()
+        #expect(throws: LibraryError.notFound) { try store.library.open(id, writable: false, truncate: false) }
         try store.library.release(file)
         #expect(throws: LibraryError.notFound) { try store.library.attributes(of: id) }
     }
