@@ -30,7 +30,7 @@ final class Indexer: Sendable {
     /// no facts), and the read under way, if any, is waited for (at most
     /// `timeout` seconds), so the library can close on its owner's thread.
     func stop(timeout seconds: Double) {
-        stopped.store(true, ordering: .relaxed)
+        stopped.store(true, ordering: .releasing)
         _ = idle.wait(timeout: .now() + seconds)
     }
 
@@ -142,6 +142,9 @@ final class Indexer: Sendable {
     private func record(_ readings: [Reading], in library: Library) {
         let changes = try? library.write { db -> ChangeSet in
             var changes = ChangeSet()
+            // Stopped: the mount is ending and its store is about to be released
+            // (Library.stopIndexing waits for a transaction under way).
+            guard !stopped.load(ordering: .acquiring) else { return changes }
             for r in readings where try db.kind(of: r.id) == .asset {
                 // What the views showed of it may go: the kernel must not keep those names.
                 let rollName = try db.name(of: r.id, in: FixedNode.cameraRoll) ?? r.rollName
@@ -173,8 +176,14 @@ extension Library {
         indexer?.waitUntilIdle(timeout: seconds) ?? true
     }
 
-    /// At the end of a mount: no more reading (see Indexer.stop).
-    public func stopIndexing() {
-        indexer?.stop(timeout: 5)
+    /// At the end of a mount: no more reading (see Indexer.stop), and no
+    /// more facts written: a read still under way after `timeout` seconds (a
+    /// huge file) finds the indexer stopped when it takes the database lock,
+    /// and one that holds it now is over when this returns. So nothing is
+    /// written after the store is released.
+    public func stopIndexing(timeout: Double = 5) {
+        guard let indexer else { return }
+        indexer.stop(timeout: timeout)
+        _ = try? read { _ in }
     }
 }

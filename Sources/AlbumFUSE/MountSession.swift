@@ -104,13 +104,18 @@ public final class MountSession {
         }
         expiry.stop()
         fuse_remove_signal_handlers(session)
+        // The store is released after this returns. Background work ends
+        // first, while the device is open (a delivery under way waits at
+        // most its bound): no background change delivered after it, no facts
+        // written after the indexer's stop. Then the device goes (so no
+        // notification still queued can wait on a kernel lock), the queue
+        // is drained, and the purged data is freed.
+        let library = fileSystem.takeUnretainedValue().library
+        library.onBackgroundChanges(nil)
+        library.stopIndexing()
         fuse_session_unmount(session)
         fileSystem.takeUnretainedValue().invalidator.drain()
-        // The store is released after this returns: purged data goes first,
-        // and no background read keeps the library open past it.
-        fileSystem.takeUnretainedValue().library.onBackgroundChanges(nil)
-        fileSystem.takeUnretainedValue().library.stopIndexing()
-        fileSystem.takeUnretainedValue().library.waitForFreedData()
+        library.waitForFreedData()
         fuse_session_destroy(session)
         fileSystem.release()
         return status
