@@ -143,6 +143,13 @@ public struct ContentStore: Sendable {
         unlink(path(of: id))
     }
 
+    /// Removes an asset's data; `emptyingFirst`: cut to 0 before, so that
+    /// its blocks are free even while some descriptor still holds the file.
+    func remove(_ id: NodeID, emptyingFirst: Bool) {
+        if emptyingFirst { _ = Glibc.truncate(path(of: id), 0) }
+        unlink(path(of: id))
+    }
+
     /// The size of an asset's data on disk, or nil when the file is missing.
     public func size(of id: NodeID) -> Int64? {
         var info = stat()

@@ -29,7 +29,7 @@ public final class Library: Sendable {
     let database: BlockingLock<Database>
     /// The database connection's commits, counted without its lock.
     private let commits: CommitCounter
-    let openFiles = OpenFiles()
+    let openFiles: OpenFiles
     /// Where tests step in to run a race's other half (PausePoints).
     let pausePoints: PausePoints
     let reserve: SpaceReserve
@@ -68,11 +68,17 @@ public final class Library: Sendable {
         self.commits = db.commits
         self.database = BlockingLock(db)
         self.reserve = reserve
-        let (content, pausePoints) = (self.content, PausePoints())
+        let (content, pausePoints, openFiles) = (self.content, PausePoints(), OpenFiles())
         self.pausePoints = pausePoints
+        self.openFiles = openFiles
         self.deferredFrees = DeferredFrees { ids in
             try? pausePoints.reached(.freeingData)
-            for id in ids { content.remove(id) }
+            // A purged asset no handle has open is emptied before its name
+            // goes: its space is free at once even while a background reader
+            // of ours (the facts worker, a hash) still holds the file. One
+            // that a handle has open keeps its data until that closes, as on
+            // any filesystem (no handle can open it any more: its row is gone).
+            for id in ids { content.remove(id, emptyingFirst: !openFiles.isOpen(id)) }
             reserve.take()
         }
         self.largestFileSize = readOnly ? Int64.max : content.largestFileSize()

@@ -83,6 +83,12 @@ final class OpenFiles: Sendable {
         files.withLock { files in (files[id]?.writerCount ?? 0) > 0 }
     }
 
+    /// Whether any handle of `id` is open (read without the database lock:
+    /// for a purged asset the count only goes down).
+    func isOpen(_ id: NodeID) -> Bool {
+        files.withLock { files in (files[id]?.openCount ?? 0) > 0 }
+    }
+
     func opened(_ attributes: Attributes, writable: Bool, _ held: borrowing DatabaseHeld) {
         files.withLock { files in
             var file = files[attributes.id] ?? LiveFile(openCount: 0, writerCount: 0, attributes: attributes)
