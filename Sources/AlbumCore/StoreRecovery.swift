@@ -6,6 +6,8 @@ import SQLiteKit
 struct StoreRecovery {
     let db: Database
     let content: ContentStore
+    /// More ids without data than one transaction inserts in a row.
+    static let leftoverGap = 64
 
     func run() throws {
         // Deletions that committed before their data was freed.
@@ -24,12 +26,21 @@ struct StoreRecovery {
                 try db.endWrite(id)
             }
         }
-        // A create whose transaction never committed leaves a content file
-        // for an id above the last one handed out (creates are serialised,
-        // so only the next few ids can be such leftovers).
-        let last = try db.lastAllocatedID()
-        for id in (last + 1)...(last + 4) where content.size(of: id) != nil {
-            content.remove(id)
+        // A transaction that never committed leaves content files for ids
+        // above the last one committed: those it inserted, in order, with
+        // nodes that have no data (a trash's directories) between them.
+        // Transactions are serialised, so the leftovers are the next ids
+        // with gaps of a few: looked for until `leftoverGap` ids in a row
+        // have no file.
+        var id = try db.lastAllocatedID() + 1, missing = 0
+        while missing < Self.leftoverGap {
+            if content.size(of: id) != nil {
+                content.remove(id)
+                missing = 0
+            } else {
+                missing += 1
+            }
+            id += 1
         }
     }
 }
