@@ -24,6 +24,7 @@ import Synchronization
 final class DeferredFrees: Sendable {
     /// How long a free waits for others to join it.
     static let gathering = DispatchTimeInterval.milliseconds(10)
+    private let gathering: DispatchTimeInterval
 
     /// Frees the data of the nodes it is given (their content files).
     private let free: @Sendable ([NodeID]) -> Void
@@ -38,8 +39,12 @@ final class DeferredFrees: Sendable {
     /// How many runs freed anything (a burst should take one).
     private let runCount = Atomic<Int>(0)
     var runs: Int { runCount.load(ordering: .relaxed) }
+    /// How many times a run was scheduled (the queue's thread woken).
+    private let scheduledCount = Atomic<Int>(0)
+    var scheduledRuns: Int { scheduledCount.load(ordering: .relaxed) }
 
-    init(free: @escaping @Sendable ([NodeID]) -> Void) {
+    init(gathering: DispatchTimeInterval = DeferredFrees.gathering, free: @escaping @Sendable ([NodeID]) -> Void) {
+        self.gathering = gathering
         self.free = free
     }
 
@@ -53,7 +58,8 @@ final class DeferredFrees: Sendable {
             return !gathered.scheduled
         }
         if schedule {
-            queue.asyncAfter(deadline: .now() + Self.gathering) { [self] in runGathered() }
+            scheduledCount.add(1, ordering: .relaxed)
+            queue.asyncAfter(deadline: .now() + gathering) { [self] in runGathered() }
         }
     }
 

@@ -35,6 +35,7 @@ extension Library {
         }
         let attributes: Attributes
         do {
+            try pausePoints.reached(.openBeforeRegister)
             attributes = try register(id, descriptor: descriptor, writable: writable)
         } catch {
             close(descriptor)

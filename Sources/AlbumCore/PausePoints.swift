@@ -13,6 +13,9 @@ public enum PausePoint: Sendable {
     /// attributes(of:), before the row and the open-file state are read (under
     /// one lock hold: nothing can come between them).
     case readingAttributes
+    /// open: the content file open, before the handle's attributes are read
+    /// and its open-file state seeded (one lock hold: nothing can come between).
+    case openBeforeRegister
     /// write: the mark checked, the data not written yet.
     case writeBeforeData
     /// createAsset: the content file made, the transaction not committed yet

@@ -35,19 +35,21 @@ struct DeferredFreesTests {
         #expect(record.ids.count == 300, "a free ran twice")
     }
 
-    @Test("purges 0.5 ms apart (an Empty Trash) wake the free queue a few times, not once each")
+    @Test("frees enqueued while one is gathering join its run (an Empty Trash wakes the queue once, not once a purge)")
     func frequentFreesRunTogether() {
         let record = Record()
-        let frees = frees(recordingInto: record)
-        for id in NodeID(1)...NodeID(20) {
-            frees.enqueue([id])
-            usleep(500)   // the pace of the purges, not a wait for a result
-        }
+        // A gathering no machine outlasts: every free below comes within it,
+        // whatever the load, and wait() runs what is gathered.
+        let frees = DeferredFrees(gathering: .seconds(600)) { ids in record.freed.withLock { $0 += ids } }
+        for id in NodeID(1)...NodeID(20) { frees.enqueue([id]) }
+        #expect(frees.scheduledRuns == 1, "20 frees scheduled \(frees.scheduledRuns) runs")
         frees.wait()
         #expect(record.ids == Array(1...20))
-        // 20 × 0.5 ms against a 10 ms gathering: 1 to 3 runs, more only if
-        // this thread slept far longer than asked; a run a free without it.
-        #expect(frees.runs <= 10, "the queue ran \(frees.runs) times for 20 frees")
+        #expect(frees.runs == 1, "the queue ran \(frees.runs) times for 20 frees")
+        frees.enqueue([21])
+        #expect(frees.scheduledRuns == 2, "a free after a run starts a new gathering")
+        frees.wait()
+        #expect(record.ids == Array(1...21))
     }
 
     @Test("with nobody waiting, a free still runs once its gathering is over")
