@@ -21,6 +21,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Every subprocess a test starts gets this timeout unless it asks for another.
 TIMEOUT = 120
+# How long `albumfs index --wait` may take to see every closed file's facts read. The contract
+# says "within a few seconds" of each close, with no bound on a queue of many files on a loaded
+# 2-core machine: this only stops a daemon that never gets there from hanging the test.
+INDEX_TIMEOUT = 120
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -87,6 +91,13 @@ def run(cmd, *, timeout: float = TIMEOUT, check: bool = True, **kw) -> subproces
 def albumfs(*args, **kw) -> subprocess.CompletedProcess:
     """Run the albumfs binary (not for foreground mounts)."""
     return run([ALBUMFS, *args], **kw)
+
+
+def index_wait(mp, timeout: float = INDEX_TIMEOUT) -> None:
+    """`albumfs index --wait --timeout T MP`: returns once the daemon has read the facts of every
+    file closed before it (SEMANTICS.md § What albumfs knows of each asset: the event that the
+    tests wait for instead of time); fails the test after `timeout` seconds."""
+    run([ALBUMFS, "index", "--wait", "--timeout", str(int(timeout)), mp], timeout=timeout + 30)
 
 
 def fsck(store, *args, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:

@@ -4,7 +4,7 @@ import os
 import stat
 
 from albumfs_testlib import (
-    all_entries, ino, names, nlink, payload, proc_io, read, rsync_files_transferred, run, user_xattrs, write,
+    all_entries, index_wait, ino, names, nlink, payload, proc_io, read, rsync_files_transferred, run, user_xattrs, write,
 )
 
 AS_ROOT = os.geteuid() == 0
@@ -223,6 +223,9 @@ def test_no_change_rsync_after_a_backup_costs_few_requests(mount, tmp_path):
     for i in range(count):
         (album / f"IMG_{i:04d}.JPG").write_bytes(b"p" * 3000)
     run(["rsync", "-a", f"{album}/", f"{out}/"])                 # lists, then reads every file
+    # The daemon reads each new photo's facts after its close (SEMANTICS.md § What albumfs knows
+    # of each asset: eventual), with read(2) calls of its own: counted from once it has done so.
+    index_wait(mount.mp)
     before = proc_io(mount.proc.pid)["syscr"]
     run(["rsync", "-a", f"{album}/", f"{out}/"])                 # lstat of every file, nothing to copy
     requests = proc_io(mount.proc.pid)["syscr"] - before
