@@ -3,21 +3,45 @@ import AlbumFUSE
 import Glibc
 
 /// Picks the subcommand and runs it; the only place that prints a failure.
+/// Each command is one row of `commands`: its name, its usage line (the
+/// `--help` text is made from them) and how it runs.
 enum CommandLineInterface {
     static let version = "0.1.0"
 
-    static let usage = """
-        usage: albumfs mount [--store DIR] [--create] [-f] [-d] [-s] [-o OPT[,OPT…]] MOUNTPOINT
-               albumfs STORE MOUNTPOINT [-o OPT[,OPT…]]     (the form mount.fuse3 uses)
-               albumfs init [DIR]
-               albumfs fsck [--store DIR] [--repair] [--verify]
-               albumfs dedupe [--dry-run] [--store DIR | MOUNTPOINT]
-               albumfs index --wait [--timeout SECONDS] MOUNTPOINT
-               albumfs stats [--json] [--store DIR | MOUNTPOINT]
-               albumfs import [--album PATH] [--mount MNT | --store DIR] SOURCE…
-               albumfs unmount MOUNTPOINT
-               albumfs --help | --version
+    struct Command: Sendable {
+        let name: String
+        var aliases: [String] = []
+        /// Its line in the usage text; nil: not for users (the daemon's helpers).
+        let usage: String?
+        let run: @Sendable ([String]) throws(CommandFailure) -> Int32
+    }
 
+    static let commands: [Command] = [
+        Command(name: "mount", usage: "mount [--store DIR] [--create] [-f] [-d] [-s] [-o OPT[,OPT…]] MOUNTPOINT") { a throws(CommandFailure) in
+            try MountCommand(parsing: a, storeAsArgument: false).run()
+        },
+        Command(name: "init", usage: "init [DIR]") { a throws(CommandFailure) in try InitCommand(parsing: a).run() },
+        Command(name: "fsck", usage: "fsck [--store DIR] [--repair] [--verify]") { a throws(CommandFailure) in try FsckCommand(parsing: a).run() },
+        Command(name: "dedupe", usage: "dedupe [--dry-run] [--store DIR | MOUNTPOINT]") { a throws(CommandFailure) in try DedupeCommand(parsing: a).run() },
+        Command(name: "index", usage: "index --wait [--timeout SECONDS] MOUNTPOINT") { a throws(CommandFailure) in try IndexCommand(parsing: a).run() },
+        Command(name: "stats", usage: "stats [--json] [--store DIR | MOUNTPOINT]") { a throws(CommandFailure) in try StatsCommand(parsing: a).run() },
+        Command(name: "import", usage: "import [--album PATH] [--mount MNT | --store DIR] SOURCE…") { a throws(CommandFailure) in
+            try ImportCommand(parsing: a).run()
+        },
+        Command(name: "unmount", aliases: ["umount"], usage: "unmount MOUNTPOINT") { a throws(CommandFailure) in try UnmountCommand(parsing: a).run() },
+        // The daemon's facts worker (IsolatedFactsReader) and its watcher (ConnectionWatch).
+        Command(name: "read-facts", usage: nil) { _ throws(CommandFailure) in FactsWorker.serve() },
+        Command(name: "watch-connection", usage: nil) { a throws(CommandFailure) in try ConnectionWatch.run(a) },
+    ]
+
+    static var usage: String {
+        var lines = commands.compactMap(\.usage) + ["--help | --version"]
+        lines.insert("STORE MOUNTPOINT [-o OPT[,OPT…]]     (the form mount.fuse3 uses)", at: 1)
+        let synopsis = lines.enumerated().map { ($0 == 0 ? "usage: albumfs " : "       albumfs ") + $1 }.joined(separator: "\n")
+        return synopsis + "\n\n" + description
+    }
+
+    private static let description = """
         The store defaults to ${XDG_DATA_HOME:-$HOME/.local/share}/albumfs and is
         created on first use; any other store must exist: make it with
         albumfs init DIR (or mount --create). Options: ro, allow_other, nopassthrough (file
@@ -41,33 +65,48 @@ enum CommandLineInterface {
             case "--version", "-V", "version":
                 print("albumfs \(version)")
                 return ExitCode.success.rawValue
-            case "mount":
-                return try MountCommand(parsing: Array(arguments.dropFirst()), storeAsArgument: false).run()
-            case "init":
-                return try InitCommand(parsing: Array(arguments.dropFirst())).run()
-            case "fsck":
-                return try FsckCommand(parsing: Array(arguments.dropFirst())).run()
-            case "read-facts":   // the daemon's facts worker (IsolatedFactsReader), not for users
-                return FactsWorker.serve()
-            case "watch-connection":   // the daemon's watcher (ConnectionWatch), not for users
-                return try ConnectionWatch.run(Array(arguments.dropFirst()))
-            case "index":
-                return try IndexCommand(parsing: Array(arguments.dropFirst())).run()
-            case "dedupe":
-                return try DedupeCommand(parsing: Array(arguments.dropFirst())).run()
-            case "import":
-                return try ImportCommand(parsing: Array(arguments.dropFirst())).run()
-            case "stats":
-                return try StatsCommand(parsing: Array(arguments.dropFirst())).run()
-            case "unmount", "umount":
-                return try UnmountCommand(parsing: Array(arguments.dropFirst())).run()
-            default:
+            case let word?:
+                if let command = commands.first(where: { $0.name == word || $0.aliases.contains(word) }) {
+                    return try command.run(Array(arguments.dropFirst()))
+                }
+                guard isStorePath(word) else { throw unknownCommand(word) }
                 return try MountCommand(parsing: arguments, storeAsArgument: true).run()
             }
         } catch {
             Log.error(error.message)
             return error.code.rawValue
         }
+    }
+
+    /// Whether the first word is the STORE of `albumfs STORE MOUNTPOINT`
+    /// (mount.fuse3 passes a path; a word that is neither a command nor
+    /// anything on disk is a typo of a command).
+    private static func isStorePath(_ word: String) -> Bool {
+        if word.contains("/") || word.hasPrefix("-") { return true }
+        var info = stat()
+        return lstat(word, &info) == 0
+    }
+
+    private static func unknownCommand(_ word: String) -> CommandFailure {
+        let names = commands.filter { $0.usage != nil }.map(\.name)
+        let (distance, closest) = names.map { (editDistance(word, $0), $0) }.min { $0.0 < $1.0 }!
+        let hint = distance <= max(2, closest.count / 3) ? "; did you mean '\(closest)'?" : ""
+        return .usage("unknown command '\(word)'\(hint)")
+    }
+
+    /// Levenshtein distance of two words.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var row = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in stride(from: 1, through: b.count, by: 1) {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                (previous, row[j]) = (row[j], min(row[j] + 1, row[j - 1] + 1, previous + cost))
+            }
+        }
+        return a.isEmpty ? b.count : row[b.count]
     }
 }
 

@@ -46,6 +46,22 @@ def test_missing_mount_point_is_refused(tmp_path, foreground):
     assert err.strip(), "a refused mount must say why on stderr"
 
 
+@pytest.mark.parametrize("typo, closest", [("mout", "mount"), ("fsk", "fsck"), ("unmont", "unmount"), ("zzzzzz", None)])
+def test_an_unknown_command_is_a_usage_error_naming_the_closest(tmp_path, typo, closest):
+    """A typo of a command is exit 2 with the closest command named, never the `albumfs STORE
+    MOUNTPOINT` form (which said "store cannot be used", exit 3); nothing is mounted or made."""
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    p = subprocess.run([ALBUMFS, typo, str(mp)], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert f"unknown command '{typo}'" in p.stderr
+    if closest:
+        assert f"did you mean '{closest}'?" in p.stderr, p.stderr
+    else:
+        assert "did you mean" not in p.stderr
+    assert sorted(os.listdir(tmp_path)) == ["mnt"] and os.listdir(mp) == []
+
+
 def test_unknown_option_is_refused_with_status_2(tmp_path):
     """Durability/options: an unknown -o option is refused with a message and exit status 2."""
     store, mp = tmp_path / "store", tmp_path / "mnt"
