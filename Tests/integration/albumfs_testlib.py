@@ -401,6 +401,33 @@ def as_user(cmd, *, uid: int = NOBODY, gid: int = NOBODY, timeout: float = 60,
                timeout=timeout, check=check, env=env, text=True, errors="backslashreplace")
 
 
+_public_albumfs: Path | None = None
+
+
+def public_albumfs() -> Path:
+    """The binary under test, copied once a session into a directory every user can enter
+    (/tmp/albumfs-bin-XXXXXX, 0755). Every test that runs albumfs as another user (setpriv)
+    runs this copy, never ALBUMFS: the checkout may live under a 0700 directory (a home, a
+    private temporary directory), where the other user's exec fails with "Permission denied"
+    before albumfs even starts. remove_public_albumfs() (conftest, at the session's end) removes it."""
+    global _public_albumfs
+    if _public_albumfs is None:
+        directory = Path(tempfile.mkdtemp(prefix="albumfs-bin-", dir="/tmp"))
+        os.chmod(directory, 0o755)
+        binary = directory / "albumfs"
+        shutil.copy2(ALBUMFS, binary)
+        os.chmod(binary, 0o755)
+        _public_albumfs = binary
+    return _public_albumfs
+
+
+def remove_public_albumfs() -> None:
+    global _public_albumfs
+    if _public_albumfs is not None:
+        shutil.rmtree(_public_albumfs.parent, ignore_errors=True)
+        _public_albumfs = None
+
+
 @contextlib.contextmanager
 def public_tmpdir(prefix: str = "albumfs-"):
     """A fresh directory under /tmp, mode 0755, so that other users can traverse it (pytest's

@@ -58,6 +58,8 @@ from albumfs_testlib import (  # noqa: F401  (run is re-exported for tests)
     ensure_fusectl,
     fuse_connection_abort_file,
     is_mounted,
+    public_albumfs,
+    remove_public_albumfs,
     run,
     thread_stacks,
 )
@@ -106,6 +108,8 @@ def fuse_environment():
     # The watchdog and the reaping of a daemon that SIGKILL cannot end abort the FUSE
     # connection through fusectl; without it a deadlocked daemon hangs its callers for good.
     ensure_fusectl()
+    yield
+    remove_public_albumfs()   # the copy that other users run, if a test made it
 
 
 class Mount:
@@ -123,6 +127,9 @@ class Mount:
         self.create_on_start = not make_store
         # uid: run the daemon as that user (uid = gid, no other groups), as a user's own mount.
         self.uid = uid
+        # Another user runs the copy of the binary that every user can reach (the checkout may
+        # be under a 0700 directory); root runs ALBUMFS itself.
+        self.binary = ALBUMFS if uid is None else public_albumfs()
         # env: added to the daemon's environment (e.g. ALBUMFS_CLOCK_OFFSET).
         self.env = dict(env or {})
         self.mp.mkdir(parents=True, exist_ok=True)
@@ -132,7 +139,7 @@ class Mount:
                 os.chown(p, uid, uid)
             as_owner = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
         if make_store:
-            run([*as_owner, ALBUMFS, "init", self.store], timeout=30)
+            run([*as_owner, self.binary, "init", self.store], timeout=30)
         self.proc: subprocess.Popen | None = None
         self.abort_file: str | None = None   # fusectl abort file of the current connection
         self.expect_mounted = False
@@ -159,7 +166,7 @@ class Mount:
         /proc/mounts. flags: more of the mount command's own (e.g. -d: every request logged)."""
         assert not is_mounted(self.mp), f"{self.mp} is already mounted"
         self.starts += 1
-        cmd = [str(ALBUMFS), "mount", "--store", str(self.store), "-f", *(flags or []), str(self.mp)]
+        cmd = [str(self.binary), "mount", "--store", str(self.store), "-f", *(flags or []), str(self.mp)]
         if self.create_on_start:
             cmd.insert(2, "--create")
             self.create_on_start = False

@@ -26,7 +26,7 @@ import pytest
 
 from albumfs_testlib import (
     ALBUMFS, MiB, NOBODY, as_user, assert_fsck_clean, attempt, bjoin, bnames, content_files,
-    create, expect_errno, fsck, names, payload, public_tmpdir, read, run, small_tmpfs,
+    create, expect_errno, fsck, names, payload, public_albumfs, public_tmpdir, read, run, small_tmpfs,
     stop_background_mount, write,
 )
 
@@ -316,8 +316,7 @@ def test_read_only_database_of_another_user_is_refused(mount_factory, tmp_path):
     nobody mount at all)."""
     m, files = populated_store(mount_factory)
     with public_tmpdir() as pub:
-        binary = pub / "albumfs"        # the build directory may not be reachable for nobody
-        shutil.copy2(ALBUMFS, binary)
+        binary = public_albumfs()       # the checkout may not be reachable for nobody
         store, mp = pub / "store", pub / "mnt"
         shutil.copytree(m.store, store, symlinks=True)
         mp.mkdir(mode=0o700)

@@ -11,7 +11,7 @@ import pytest
 
 from albumfs_testlib import (
     ALBUMFS, albumfs, as_user, attempt, daemon_children, expect_errno, create, is_mounted, mount_entry, names, pids_mentioning,
-    public_tmpdir, read, run, stop_background_mount, write,
+    public_albumfs, public_tmpdir, read, run, stop_background_mount, write,
 )
 
 
@@ -266,7 +266,10 @@ def test_background_mount_failure_says_why(tmp_path):
     """SEMANTICS.md § Durability and safety: without -f, a failed mount's one line gives the reason
     libfuse or fusermount3 gave, and the fix. Tried as an ordinary user with -o allow_other: no
     access to /dev/fuse (this machine's /dev/fuse may be root's only), or else allow_other without
-    user_allow_other in /etc/fuse.conf."""
+    user_allow_other in /etc/fuse.conf. Everything uid 1000 touches is the test's own: a copy of
+    the binary, the store and the mount point under 0755 directories in /tmp. (The checkout may be
+    under a directory uid 1000 cannot enter; the daemon, which runs the binary again, then failed
+    with "cannot start the daemon: Permission denied" instead of the reason.)"""
     if os.geteuid() != 0:
         pytest.fail("this test switches to uid 1000 and needs root")
     user = 1000
@@ -276,15 +279,16 @@ def test_background_mount_failure_says_why(tmp_path):
     allowed = any(l.strip() == "user_allow_other" for l in conf.splitlines())
     if device_open and allowed:
         pytest.fail("this machine lets uid 1000 mount with allow_other: nothing to refuse")
+    binary = public_albumfs()
     with public_tmpdir() as pub:
         store, mp = pub / "store", pub / "mnt"
         for d in (mp, store):
             d.mkdir()
             os.chown(d, user, user)
-        made = as_user([ALBUMFS, "init", store], uid=user, gid=user)
+        made = as_user([binary, "init", store], uid=user, gid=user)
         assert made.returncode == 0, made.stderr
         try:
-            p = as_user([ALBUMFS, "mount", "--store", store, "-o", "allow_other", mp], uid=user, gid=user)
+            p = as_user([binary, "mount", "--store", store, "-o", "allow_other", mp], uid=user, gid=user)
         finally:
             stop_background_mount(mp, store)
         lines = p.stderr.strip().splitlines()
