@@ -20,7 +20,7 @@ extension Library {
     public func allocate(_ file: OpenFile, mode: Int32, offset: Int64, length: Int64) throws(LibraryError) {
         guard mode == 0 || mode == Self.keepSize else { throw .notSupported }
         if isReadOnly { throw .readOnly }
-        guard file.isWritable else { throw .io(EBADF) }
+        guard file.isWritable else { throw .notOpenForWriting }
         guard offset >= 0, length > 0 else { throw .invalidArgument }
         let (end, overflow) = offset.addingReportingOverflow(length)
         guard !overflow, end <= largestFileSize else { throw .fileTooLarge }

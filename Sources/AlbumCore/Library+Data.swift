@@ -148,7 +148,7 @@ extension Library {
                 // A flush took the mark but a handle writes on (a dup'ed descriptor).
                 try markBeingWritten(file)
             case .notOpen:
-                throw .io(EBADF)
+                throw .notOpenForWriting
             }
         }
     }
@@ -161,12 +161,16 @@ extension Library {
     /// Writes `count` bytes at `offset` from `buffer`. No database work: the
     /// new size and times are kept in memory until the flush.
     public func write(_ file: OpenFile, from buffer: UnsafeRawPointer, count: Int, at offset: Int64) throws(LibraryError) -> Int {
-        try write(file, count: count, at: offset) { descriptor in
+        try write(file, count: count, at: offset) { descriptor throws(LibraryError) in
             var written = 0
             while written < count {
                 let n = pwrite(descriptor, buffer + written, count - written, off_t(offset) + off_t(written))
                 if n < 0 && errno == EINTR { continue }
-                if n < 0 { return written > 0 ? written : -Int(errno) }
+                if n < 0 {
+                    // A short write is a write: the error comes with the next one.
+                    if written > 0 { return written }
+                    throw LibraryError(errno: errno)
+                }
                 if n == 0 { break }
                 written += n
             }
@@ -177,12 +181,11 @@ extension Library {
     /// Writes up to `count` bytes at `offset` through `transfer`, which moves
     /// the data into the content file's descriptor by whatever means the
     /// caller has (pwrite of a buffer, splice from a pipe) and returns the
-    /// bytes written or a negated errno.
+    /// bytes written.
     public func write(_ file: OpenFile, count: Int, at offset: Int64,
-                      transfer: (_ descriptor: Int32) -> Int) throws(LibraryError) -> Int {
-        if isReadOnly || !file.isWritable { throw isReadOnly ? .readOnly : .io(EBADF) }
-        let written = try changingData(file) { () throws(LibraryError) in transfer(file.descriptor) }
-        if written < 0 { throw LibraryError(errno: Int32(-written)) }
+                      transfer: (_ descriptor: Int32) throws(LibraryError) -> Int) throws(LibraryError) -> Int {
+        if isReadOnly || !file.isWritable { throw isReadOnly ? .readOnly : .notOpenForWriting }
+        let written = try changingData(file) { () throws(LibraryError) in try transfer(file.descriptor) }
         if written > 0 { wrote(file, endingAt: offset + Int64(written)) }
         return written
     }

@@ -44,7 +44,7 @@ extension Library {
                 try m.createContent(id)
                 try pausePoints.reached(.createBeforeCommit)
             }
-            guard let attributes = try m.db.attributes(of: id) else { throw LibraryError.io(5) }
+            guard let attributes = try m.db.attributes(of: id) else { throw LibraryError.inconsistent("node \(id) vanished inside its own transaction") }
             return attributes
         }
     }
@@ -60,7 +60,7 @@ extension Library {
             let id = try m.db.insertNode(kind: .album, parent: parent, mode: mode, owner: caller, now: m.now)
             try m.db.insertEntry(parent, name, id)
             try m.db.touchDirectory(parent, now: m.now)
-            guard let attributes = try m.db.attributes(of: id) else { throw LibraryError.io(5) }
+            guard let attributes = try m.db.attributes(of: id) else { throw LibraryError.inconsistent("node \(id) vanished inside its own transaction") }
             return attributes
         }.0
     }
@@ -77,7 +77,7 @@ extension Library {
             case .favorite:
                 try m.db.setFavorite(asset, true)
                 try m.db.touchChangeTime(asset, now: m.now)
-                guard let attributes = try m.db.attributes(of: asset) else { throw LibraryError.io(5) }
+                guard let attributes = try m.db.attributes(of: asset) else { throw LibraryError.inconsistent("asset \(asset) vanished inside its own transaction") }
                 return attributes
             default: throw LibraryError.notPermitted
             }
@@ -86,7 +86,7 @@ extension Library {
             try m.db.insertEntry(parent, name, asset)
             try m.db.touchDirectory(parent, now: m.now)
             try m.db.touchChangeTime(asset, now: m.now)
-            guard let attributes = try m.db.attributes(of: asset) else { throw LibraryError.io(5) }
+            guard let attributes = try m.db.attributes(of: asset) else { throw LibraryError.inconsistent("asset \(asset) vanished inside its own transaction") }
             return attributes
         }.0
     }

@@ -262,7 +262,7 @@ public final class Library: Sendable {
     }
 
     private static func rootAttributes(_ db: Database) throws -> Attributes {
-        guard let root = try db.attributes(of: FixedNode.root) else { throw LibraryError.io(EIO) }
+        guard let root = try db.attributes(of: FixedNode.root) else { throw LibraryError.inconsistent("the root has no node") }
         return root
     }
 

@@ -23,10 +23,16 @@ public enum LibraryError: Error, Equatable, Sendable {
     case fileTooLarge
     /// The operation is not one albumfs does (EOPNOTSUPP), e.g. a fallocate mode.
     case notSupported
+    /// A handle that was not opened for writing asked to change data (EBADF).
+    case notOpenForWriting
     /// A listed asset whose content file is gone (EIO, logged: the name exists).
     case missingData(NodeID)
+    /// The database disagrees with itself (a row a committed change needs is
+    /// gone): EIO, logged; `albumfs fsck` looks into it.
+    case inconsistent(String)
     /// The store cannot be used: the text says why, in one line.
     case unusableStore(String)
+    /// A system call on the store failed with this errno (one the domain has no case for).
     case io(Int32)
     case database(code: Int32, message: String)
 
@@ -48,6 +54,22 @@ func mappingErrors<T>(_ body: () throws -> T) throws(LibraryError) -> T {
     } catch let error as SQLiteError {
         throw LibraryError(error)
     } catch {
-        throw LibraryError.io(5)
+        throw LibraryError.inconsistent("unexpected error: \(error)")
+    }
+}
+
+extension LibraryError {
+    /// What a failure that means damage or a bug says in the log (nil: an
+    /// ordinary answer, like ENOENT). Written once, where errors become
+    /// replies; the mapping to errno is `errno`, in the FUSE adapter.
+    public var diagnostic: String? {
+        switch self {
+        case .missingData(let id):
+            return "asset \(id): its content file is missing from the store (albumfs fsck reports it; restore it from a backup)"
+        case .inconsistent(let what): return "the store's database is inconsistent: \(what) (run albumfs fsck)"
+        case .unusableStore(let reason): return "store unusable: \(reason)"
+        case .database(let code, let message): return "database error \(code): \(message)"
+        default: return nil
+        }
     }
 }

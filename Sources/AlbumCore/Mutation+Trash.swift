@@ -41,7 +41,7 @@ extension Mutation {
 
     /// The trash whose files/ is `files`.
     func trash(ofFiles files: NodeID) throws -> TrashDirectories {
-        guard let trash = try db.trash(ofFiles: files) else { throw LibraryError.io(EIO) }
+        guard let trash = try db.trash(ofFiles: files) else { throw LibraryError.inconsistent("trash files/ \(files) has no trash") }
         return trash
     }
 
@@ -79,7 +79,7 @@ extension Mutation {
     /// that had any to write.
     mutating func writeUnwrittenTrashInfos(in directory: NodeID) throws -> Bool {
         guard let trash = try db.trash(withUnwrittenInfosIn: directory) else { return false }
-        guard let top = try db.attributes(of: trash.top) else { throw LibraryError.io(EIO) }
+        guard let top = try db.attributes(of: trash.top) else { throw LibraryError.inconsistent("trash \(trash.top) has no node") }
         for info in try db.unwrittenTrashInfos(of: trash.files) {
             try writeTrashInfo(in: trash, for: info.name, originalPath: info.originalPath, deletedAt: info.deletedAt,
                                owner: Caller(uid: top.uid, gid: top.gid))

@@ -16,8 +16,9 @@ func syscall<T: FixedWidthInteger>(_ call: () -> T) throws(LibraryError) -> T {
 }
 
 extension LibraryError {
-    /// The domain error for an errno from the content directory.
-    init(errno code: Int32) {
+    /// The domain error for a system call's errno (the one place an errno
+    /// becomes a LibraryError; `errno` in the FUSE adapter is the way back).
+    public init(errno code: Int32) {
         switch code {
         case ENOSPC, EDQUOT: self = .noSpace
         case EROFS: self = .readOnly

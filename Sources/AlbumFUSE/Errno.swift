@@ -1,7 +1,8 @@
 import AlbumCore
 import Glibc
 
-/// The one mapping from the library's errors to errno.
+/// The one mapping from the library's errors to errno (pure: what is worth
+/// a log line is `LibraryError.diagnostic`, logged where a reply is made).
 extension LibraryError {
     var errno: Int32 {
         switch self {
@@ -21,16 +22,9 @@ extension LibraryError {
         case .valueTooLarge: return E2BIG
         case .fileTooLarge: return EFBIG
         case .notSupported: return EOPNOTSUPP
-        case .missingData(let id):
-            Log.error("asset \(id): its content file is missing from the store (albumfs fsck reports it; restore it from a backup)")
-            return EIO
+        case .notOpenForWriting: return EBADF
+        case .missingData, .inconsistent, .unusableStore, .database: return EIO
         case .io(let code): return code
-        case .unusableStore(let reason):
-            Log.error("store unusable: \(reason)")
-            return EIO
-        case .database(let code, let message):
-            Log.error("database error \(code): \(message)")
-            return EIO
         }
     }
 }

@@ -69,8 +69,9 @@ extension Operations {
                 fs.replyEntry(req, try fs.library.link(ino, into: newParent, named: name(newName)))
             }
         }
-        ops.symlink = { req, _, _, _ in fuse_reply_err(req, EPERM) }
-        ops.mknod = { req, _, _, _, _ in fuse_reply_err(req, EPERM) }
+        // No symlinks or device nodes in a photo library (SEMANTICS.md).
+        ops.symlink = { req, _, _, _ in FileSystem.of(req).replyError(req, .notPermitted) }
+        ops.mknod = { req, _, _, _, _ in FileSystem.of(req).replyError(req, .notPermitted) }
     }
 }
 

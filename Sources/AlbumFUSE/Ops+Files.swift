@@ -69,14 +69,17 @@ extension Operations {
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
                 let count = fuse_buf_size(source)
-                let written = try fs.library.write(Operations.file(fi), count: count, at: Int64(offset)) { descriptor in
+                let written = try fs.library.write(Operations.file(fi), count: count, at: Int64(offset)) { descriptor throws(LibraryError) in
                     var destination = fuse_bufvec()
                     destination.count = 1
                     destination.buf.size = count
                     destination.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
                     destination.buf.fd = descriptor
                     destination.buf.pos = offset
-                    return fuse_buf_copy(&destination, source, fuse_buf_copy_flags(rawValue: 0))
+                    // libfuse answers the bytes copied, or a negated errno.
+                    let copied = fuse_buf_copy(&destination, source, fuse_buf_copy_flags(rawValue: 0))
+                    if copied < 0 { throw LibraryError(errno: Int32(-copied)) }
+                    return copied
                 }
                 fuse_reply_write(req, written)
             }

@@ -55,6 +55,7 @@ extension FileSystem {
     }
 
     func replyError(_ req: fuse_req_t?, _ error: LibraryError) {
+        if let line = error.diagnostic { Log.error(line) }
         fuse_reply_err(req, error.errno)
     }
 

@@ -298,3 +298,30 @@ struct AttributesTests {
         try library.release(file)
     }
 }
+
+/// One error type, typed cases for what the library decides (STYLE: one
+/// mapping to errno, at the FUSE boundary; damage said once, in the log).
+@Suite("Errors the library decides are typed, and only damage is worth a log line")
+struct LibraryErrorTests {
+    @Test("a write or fallocate through a handle opened for reading is .notOpenForWriting (EBADF), not a bare errno")
+    func writeThroughAReadHandle() throws {
+        let store = try TestStore()
+        let id = try store.createFile(TestStore.roll, "x", contents: bytes("data"))
+        let file = try store.library.open(id, writable: false, truncate: false)
+        defer { try? store.library.release(file) }
+        #expect(throws: LibraryError.notOpenForWriting) {
+            _ = try bytes("x").withUnsafeBytes { try store.library.write(file, from: $0.baseAddress!, count: 1, at: 0) }
+        }
+        #expect(throws: LibraryError.notOpenForWriting) { try store.library.allocate(file, mode: 0, offset: 0, length: 10) }
+    }
+
+    @Test("damage and bugs carry a log line; ordinary answers do not")
+    func diagnostics() {
+        #expect(LibraryError.missingData(7).diagnostic?.contains("asset 7") == true)
+        #expect(LibraryError.inconsistent("x").diagnostic != nil)
+        #expect(LibraryError.database(code: 11, message: "malformed").diagnostic != nil)
+        for ordinary: LibraryError in [.notFound, .exists, .notPermitted, .noSpace, .notOpenForWriting, .io(EIO)] {
+            #expect(ordinary.diagnostic == nil, "\(ordinary)")
+        }
+    }
+}
