@@ -10,14 +10,18 @@ import Glibc
 /// FUSE worker takes the core the lock's holder, or the program that waits
 /// for the reply, needs.
 ///
+/// Also for any lock held while a kernel notification or ioctl is sent:
+/// those can wait, and a waiter must sleep, not spin (Library's delivery of
+/// background changes, Passthrough's backing files).
+///
 /// It is an error-checking mutex: a thread that locks it again while it holds
 /// it stops the program with a message, as `Mutex` does, instead of hanging
 /// the mount for good.
-final class BlockingLock<Value>: @unchecked Sendable {
+public final class BlockingLock<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
-    init(_ value: Value) {
+    public init(_ value: Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -33,7 +37,7 @@ final class BlockingLock<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
+    public func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
         let status = pthread_mutex_lock(mutex)
         if status != 0 { fatalError("BlockingLock: locked again by the thread that holds it (error \(status))") }
         defer { pthread_mutex_unlock(mutex) }

@@ -30,7 +30,7 @@ extension Library {
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
             if try db.isDeleted(id) { throw LibraryError.notPermitted }
             // Start from the live state: unflushed writes must not be lost.
-            let previous = openFiles.overlay(stored)
+            let previous = openFiles.overlay(stored, held)
             var a = previous
             let now = options.now()
             if let mode = changes.mode {

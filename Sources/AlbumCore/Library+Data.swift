@@ -87,7 +87,7 @@ extension Library {
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
             // Deleted assets stay readable and are otherwise read-only.
             if writable, try db.isDeleted(id) { throw LibraryError.notPermitted }
-            let live = openFiles.overlay(stored)
+            let live = openFiles.overlay(stored, held)
             if writable && !openFiles.isMarked(id, held) {
                 try Self.beginWrite(id, through: descriptor, modified: live.modificationTime, db)
             }
@@ -117,7 +117,7 @@ extension Library {
         try locked { db, held in
             if !openFiles.isMarked(id, held) {
                 // No row: purged while open, nothing to stamp.
-                let live = try db.attributes(of: id).map { openFiles.overlay($0) }
+                let live = try db.attributes(of: id).map { openFiles.overlay($0, held) }
                 try Self.beginWrite(id, through: file.descriptor, modified: live?.modificationTime, db)
             }
             openFiles.setMarked(id, true, held)

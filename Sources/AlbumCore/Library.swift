@@ -11,8 +11,9 @@ import Synchronization
 /// operation takes that lock for one short transaction. File data is read and
 /// written with pread/pwrite on per-handle descriptors, outside any lock.
 /// Lock order: `database` may be held while taking `openFiles`' lock, never
-/// the other way round. `OpenFiles`' opens, closes, marks and committed
-/// state change only under the database lock: those methods take a
+/// the other way round (OpenFiles' lock is private and nothing runs under
+/// it but OpenFiles' own code). `OpenFiles`' state changes, and its overlay
+/// on rows, only under the database lock: those methods take a
 /// `DatabaseHeld`, which only the lock helpers below make.
 /// Proof that the database lock is held. Made only by Library's lock
 /// helpers, inside the lock, and lent (`borrowing`) to the code that runs
@@ -39,7 +40,10 @@ public final class Library: Sendable {
     let indexer: Indexer?
     /// Where changes made outside any request go (the facts of an asset read
     /// anew: names in the views), for the kernel's caches; set by the mount.
-    let backgroundChanges = Mutex<(@Sendable (ChangeSet) -> Void)?>(nil)
+    /// Delivered under this lock (so that clearing it waits for a delivery
+    /// under way), which sleeps, never spins: a delivery may wait up to the
+    /// Invalidator's bound.
+    let backgroundChanges = BlockingLock<(@Sendable (ChangeSet) -> Void)?>(nil)
     /// The largest file the content directory's filesystem holds: a bigger
     /// size is refused before anything changes (EFBIG, as ext4 does).
     let largestFileSize: Int64
@@ -180,11 +184,11 @@ public final class Library: Sendable {
     public func attributes(of id: NodeID) throws(LibraryError) -> Attributes {
         try pausePoints.reached(.readingAttributes)
         let openFiles = self.openFiles
-        return try read { db in
+        return try locked { db, held in
             if let node = VirtualNode(id) { return try Self.attributes(of: node, db) }
-            if let stored = try db.attributes(of: id) { return openFiles.overlay(stored) }
+            if let stored = try db.attributes(of: id) { return openFiles.overlay(stored, held) }
             // Deleted while open: fstat on the open file still works.
-            if let live = openFiles.lastKnown(id) { return live }
+            if let live = openFiles.lastKnown(id, held) { return live }
             throw LibraryError.notFound
         }
     }
@@ -194,13 +198,13 @@ public final class Library: Sendable {
     public func lookup(_ parent: NodeID, _ name: Name, by caller: Caller? = nil) throws(LibraryError) -> Attributes {
         if name.count > Names.maxLength { throw .nameTooLong }
         let (openFiles, writable) = (self.openFiles, !isReadOnly)
-        let (found, infosToWrite) = try read { db -> (Attributes?, Bool) in
+        let (found, infosToWrite) = try locked { db, held -> (Attributes?, Bool) in
             guard let view = ComputedViews.view(serving: parent) else {
-                if let found = try db.lookup(parent, name) { return (openFiles.overlay(found), false) }
+                if let found = try db.lookup(parent, name) { return (openFiles.overlay(found, held), false) }
                 return (nil, try writable && db.trash(withUnwrittenInfosIn: parent) != nil)
             }
             switch try view.lookup(db, in: parent, name) {
-            case .asset(let attributes): return (openFiles.overlay(attributes), false)
+            case .asset(let attributes): return (openFiles.overlay(attributes, held), false)
             case .directory(let node): return (try Self.attributes(of: node, db), false)
             case nil: return (nil, false)
             }
@@ -227,14 +231,14 @@ public final class Library: Sendable {
     /// Up to `limit` entries of a directory after `cookie` (0: from the start).
     public func list(_ directory: NodeID, after cookie: Int64, limit: Int) throws(LibraryError) -> [DirectoryEntry] {
         let (openFiles, writable) = (self.openFiles, !isReadOnly)
-        let (entries, infosToWrite) = try read { db -> ([DirectoryEntry]?, Bool) in
+        let (entries, infosToWrite) = try locked { db, held -> ([DirectoryEntry]?, Bool) in
             if let view = ComputedViews.view(serving: directory) {
                 if let node = VirtualNode(directory), try !view.exists(db, node) { return (nil, false) }
                 let root = try Self.rootAttributes(db)
                 return (try view.list(db, directory, after: cookie, limit: limit).map { entry in
                     switch entry.child {
                     case .asset(let attributes):
-                        return DirectoryEntry(name: entry.name, attributes: openFiles.overlay(attributes), cookie: entry.cookie)
+                        return DirectoryEntry(name: entry.name, attributes: openFiles.overlay(attributes, held), cookie: entry.cookie)
                     case .directory(let node):
                         return DirectoryEntry(name: entry.name, attributes: ComputedViews.attributes(of: node, root: root), cookie: entry.cookie)
                     }
@@ -244,7 +248,7 @@ public final class Library: Sendable {
             guard kind.isDirectory else { throw LibraryError.notDirectory }
             if cookie == 0, kind == .trashInfo, writable, try db.trash(withUnwrittenInfosIn: directory) != nil { return (nil, true) }
             let rows = try db.listing(directory, afterRow: cookie, limit: limit)
-            let attributes = openFiles.overlay(rows.map(\.attributes))
+            let attributes = openFiles.overlay(rows.map(\.attributes), held)
             return (zip(rows, attributes).map { DirectoryEntry(name: $0.name, attributes: $1, cookie: $0.row) }, false)
         }
         if infosToWrite {

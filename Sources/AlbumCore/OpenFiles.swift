@@ -21,13 +21,19 @@ import Synchronization
 /// release, which takes it from the data, shows what `stat` showed (see
 /// `ContentStore.setModificationTime`).
 ///
-/// The lock rule: opens, closes, marks, pins and committed state change only
-/// under the database lock (where they are decided together with the rows):
-/// those methods take a `DatabaseHeld`, which only Library's lock helpers
-/// make. Two things go in without it, by design: what writes did to the data
-/// (`wrote`, `refresh`), which only ever makes the live state newer, and the
-/// count of writes in flight (`beginWriting`), which only keeps a mark from
-/// going.
+/// The lock rule: every method that changes the table, or reads it to lay
+/// it over rows (`overlay`, `lastKnown`, which also take in what writes did),
+/// runs under the database lock, where it is decided together with the rows:
+/// it takes a `DatabaseHeld`, which only Library's lock helpers make. Two
+/// changes go in without it, by design: a write through the daemon (`wrote`),
+/// which only ever makes the live state newer, and the count of writes in
+/// flight (`beginWriting`), which only keeps a mark from going; and three
+/// reads (`isOpen`, `isOpenForWriting`, `filesOpenForWriting`), whose callers
+/// say why a stale answer is safe.
+///
+/// The lock order (the database's, then this table's) is kept by structure:
+/// this table's lock is private, and nothing runs under it but its own code,
+/// which takes no other lock.
 final class OpenFiles: Sendable {
     struct LiveFile {
         var openCount: Int
@@ -293,16 +299,16 @@ final class OpenFiles: Sendable {
     }
 
     /// `stored` with the live size and times of an open file laid over it.
-    func overlay(_ stored: Attributes) -> Attributes {
+    func overlay(_ stored: Attributes, _ held: borrowing DatabaseHeld) -> Attributes {
         // Directories are never open for writing: no lock, no array. Side
         // files are files like assets (written through passthrough too).
         guard stored.kind.hasData else { return stored }
-        return overlay([stored])[0]
+        return overlay([stored], held)[0]
     }
 
     /// A directory listing's attributes, overlaid under one lock (a listing
     /// of 100,000 entries takes it once per batch, not once per entry).
-    func overlay(_ listing: [Attributes]) -> [Attributes] {
+    func overlay(_ listing: [Attributes], _ held: borrowing DatabaseHeld) -> [Attributes] {
         files.withLock { files in
             guard !files.isEmpty else { return listing }
             return listing.map { stored in
@@ -322,7 +328,7 @@ final class OpenFiles: Sendable {
     }
 
     /// The last attributes of an open file whose row is gone (deleted while open).
-    func lastKnown(_ id: NodeID) -> Attributes? {
+    func lastKnown(_ id: NodeID, _ held: borrowing DatabaseHeld) -> Attributes? {
         files.withLock { files in
             guard var file = files[id], file.openCount > 0 else { return nil }
             Self.refresh(&file)

@@ -58,7 +58,9 @@ final class Invalidator: Sendable {
     /// Whether requests may send names from their own thread (a
     /// multi-threaded loop), and the turn for doing so.
     private let inlineAllowed = Atomic<Bool>(false)
-    private let inlineTurn = Mutex<Void>(())
+    /// Taken by compare-and-swap, never waited for: no lock is held while
+    /// the names go (a request that finds it taken uses the queue).
+    private let inlineTurn = Atomic<Bool>(false)
     private let namesInline = Atomic<Int>(0)
 
     /// libfuse's session pointer; libfuse allows notifications from any thread.
@@ -115,7 +117,9 @@ final class Invalidator: Sendable {
         let names = changes.entries.filter { !locked.contains($0.directory) }
         guard !names.isEmpty else { return namesAfterReply }
         if lockedIsComplete && inlineAllowed.load(ordering: .relaxed),
-           inlineTurn.withLockIfAvailable({ _ in send(names) }) != nil {
+           inlineTurn.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
+            send(names)
+            inlineTurn.store(false, ordering: .releasing)
             namesInline.add(1, ordering: .relaxed)
             return namesAfterReply
         }

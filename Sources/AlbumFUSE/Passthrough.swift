@@ -38,7 +38,8 @@ final class Passthrough: Sendable {
     /// one decision made under `deciding`.
     private let state = Atomic<UInt8>(0)
     private let deciding = Mutex<Void>(())
-    private let assets = Mutex<[NodeID: Backing]>([:])
+    /// Held across the backing ioctls: a lock whose waiters sleep.
+    private let assets = BlockingLock<[NodeID: Backing]>([:])
 
     private enum Backing {
         case kernel(id: Int32, handles: Int)
