@@ -69,9 +69,7 @@ public struct StoreChecker {
             return [Problem(description: "schema version \(version), this albumfs knows \(Schema.migrator.latestVersion) (mount migrates an older store)", repair: nil,
                             whyNotRepaired: "fsck checks only the current format: mount the store once to migrate it")]
         }
-        let integrity = try db.statement("PRAGMA quick_check")
-        while try integrity.step() {
-            let message = integrity.text(0)
+        for message in try db.quickCheck() {
             if message != "ok" {
                 problems.append(Problem(description: "database: \(message)", repair: nil,
                                         whyNotRepaired: "SQLite cannot say which rows are right; restore library.sqlite from a backup"))
@@ -80,21 +78,11 @@ public struct StoreChecker {
 
         // Pass 1: the database.
         var assets: [NodeID: AssetRow] = [:]
-        let nodes = try db.statement("""
-            SELECT id, size, kind FROM nodes WHERE kind IN (\(NodeKind.asset.rawValue), \(NodeKind.sideFile.rawValue))
-            """)
-        while try nodes.step() {
-            assets[NodeID(bitPattern: nodes.int64(0))] = AssetRow(size: nodes.int64(1),
-                                                                  isSideFile: nodes.int(2) == NodeKind.sideFile.rawValue)
+        for node in try db.nodesWithData() {
+            assets[node.id] = AssetRow(size: node.size, isSideFile: node.isSideFile)
         }
-        let deleted = Set(try db.statement("SELECT asset FROM deleted_assets").all { NodeID(bitPattern: $0.int64(0)) })
-        let dangling = try db.statement("""
-            SELECT e.parent, e.child FROM entries e LEFT JOIN nodes n ON n.id = e.child WHERE n.id IS NULL
-            """)
-        var danglingEntries: [(NodeID, NodeID)] = []
-        while try dangling.step() {
-            danglingEntries.append((NodeID(bitPattern: dangling.int64(0)), NodeID(bitPattern: dangling.int64(1))))
-        }
+        let deleted = Set(try db.deletedAssetIDs())
+        let danglingEntries = try db.danglingEntries()
         for (parent, child) in danglingEntries {
             problems.append(Problem(description: "directory \(parent) has an entry for node \(child), which does not exist",
                                     repair: "remove the entry"))
@@ -104,14 +92,8 @@ public struct StoreChecker {
         for id in orphanedFacts {
             problems.append(Problem(description: "facts of asset \(id), which does not exist", repair: "remove them"))
         }
-        let rollEntries = try db.statement("SELECT child FROM entries WHERE parent = \(FixedNode.cameraRoll)")
-        while try rollEntries.step() {
-            assets[NodeID(bitPattern: rollEntries.int64(0))]?.rollEntries += 1
-        }
-        let recentlyDeletedEntries = try db.statement("SELECT child FROM entries WHERE parent = \(FixedNode.recentlyDeleted)")
-        while try recentlyDeletedEntries.step() {
-            assets[NodeID(bitPattern: recentlyDeletedEntries.int64(0))]?.recentlyDeletedEntries += 1
-        }
+        for child in try db.childIDs(of: FixedNode.cameraRoll) { assets[child]?.rollEntries += 1 }
+        for child in try db.childIDs(of: FixedNode.recentlyDeleted) { assets[child]?.recentlyDeletedEntries += 1 }
         var withoutRollEntry: [NodeID] = []
         var withoutRecentlyDeletedEntry: [NodeID] = []
         for id in deleted where assets[id].map({ $0.isSideFile }) ?? true {
@@ -197,7 +179,7 @@ public struct StoreChecker {
                     try db.endWrite(id)
                 }
                 for (parent, child) in danglingEntries {
-                    try db.statement("DELETE FROM entries WHERE parent = ?1 AND child = ?2").bind(.int(parent), .int(child)).run()
+                    try db.deleteEntries(in: parent, naming: child)
                 }
                 for id in withoutRollEntry {
                     let name = try db.freeName(in: FixedNode.cameraRoll, for: Array("recovered-\(id)".utf8))

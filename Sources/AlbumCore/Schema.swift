@@ -224,17 +224,8 @@ enum Schema {
         ]
         let views = FixedNode.views.map { ($0.id, $0.kind, Optional($0.name), $0.parent) }
         for (id, kind, name, parent) in fixed.map({ ($0.0, $0.1, $0.2, FixedNode.root) }) + views {
-            // 493 = 0755.
-            try db.statement("""
-                INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)
-                VALUES (?1, ?2, ?3, 493, ?4, ?5, ?6, ?6, ?6, ?6)
-                """).bind(.int(id), .int(kind.rawValue), name == nil ? .null : .int(parent),
-                           .int(owner.uid), .int(owner.gid), .int(now)).run()
-            if let name {
-                try db.statement("INSERT INTO entries(parent, name, child) VALUES (?1, ?2, ?3)")
-                    .bind(.int(parent), .blob(name), .int(id)).run()
-            }
+            try db.insertFixedDirectory(id, kind: kind, parent: parent, name: name, owner: owner, now: now)
         }
-        try db.execute("UPDATE sqlite_sequence SET seq = \(FixedNode.lastReservedID) WHERE name = 'nodes'")
+        try db.reserveNodeIDs(through: FixedNode.lastReservedID)
     }
 }

@@ -19,7 +19,7 @@ struct StoreOpener {
         do {
             db = try Database(path: location.databasePath, mode: .readWriteCreate)
             db.setBusyTimeout(milliseconds: 5_000)
-            try db.execute("PRAGMA foreign_keys = ON")
+            try db.enforceForeignKeys()
             // Every check comes before the first change: a refused store is
             // left exactly as it was.
             try checkIntegrityCheap(db)
@@ -32,17 +32,7 @@ struct StoreOpener {
                     "the store \(location.root) has format \(version), newer than this albumfs supports (\(Schema.migrator.latestVersion)); upgrade albumfs")
             }
             try checkContent(db, schemaVersion: version)
-            // WAL + NORMAL: a commit survives a killed daemon; fsync() syncs the WAL
-            // explicitly to survive a power loss.
-            _ = try db.statement("PRAGMA journal_mode = WAL").first { $0.text(0) }
-            try db.execute("PRAGMA synchronous = NORMAL")
-            // A checkpoint runs inside the commit that takes the WAL past this
-            // many pages, and waits for two fsyncs there: 10,000 pages (a WAL
-            // of up to 40 MiB) instead of SQLite's 1,000 makes that a tenth as
-            // often. 3,000 empty files created in an album as a normal user:
-            // 1.84 s against 2.93 s, p99 of a create 1–2 ms against 19.6 ms
-            // (medians of 3 interleaved rounds); a photo import unchanged.
-            try db.execute("PRAGMA wal_autocheckpoint = 10000")
+            try db.useWriteAheadLog()
             try migrate(db)
         } catch let error as LibraryError {
             throw error
@@ -96,8 +86,7 @@ struct StoreOpener {
     }
 
     private func checkIntegrityCheap(_ db: Database) throws {
-        // Reading the schema fails at once on a file that is not a database.
-        _ = try db.scalarInt("SELECT count(*) FROM sqlite_master")
+        try db.readSchema()
     }
 
     private func migrate(_ db: Database) throws {
@@ -142,8 +131,7 @@ struct StoreOpener {
             }
             return
         }
-        let hasAssets = try schemaVersion > 0
-            && db.scalarInt("SELECT EXISTS (SELECT 1 FROM nodes WHERE kind = \(NodeKind.asset.rawValue))") != 0
+        let hasAssets = try schemaVersion > 0 && db.hasAssets()
         if hasAssets {
             throw LibraryError.unusableStore(
                 "the store's content directory \(location.contentPath) is empty or not this store's, but the database lists assets (is its disk plugged in?)")
