@@ -68,7 +68,7 @@ DEFAULT_TEST_TIMEOUT = 300
 # Options every mount of the run gets first, e.g. ALBUMFS_TEST_OPTIONS=nopassthrough
 # (scripts/test runs the data-path tests a second time so).
 EXTRA_MOUNT_OPTIONS = [o for o in os.environ.get("ALBUMFS_TEST_OPTIONS", "").split(",") if o]
-MOUNT_WAIT = 10.0
+MOUNT_WAIT = 30.0   # no bound in the contract: room for a start-up on a loaded machine
 EXIT_WAIT = 10.0
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from albumfs_testlib import (
-    ALBUMFS, current_umask, expect_errno, ino, names, payload, read, run, write,
+    current_umask, expect_errno, index_wait, ino, names, payload, read, run, write,
 )
 
 AS_ROOT = os.geteuid() == 0
@@ -191,7 +191,7 @@ def test_hard_link_view(shared, mount):
     roll, a, b = shared
     assert {os.stat(p).st_ino for p in shared} == {ino(roll)}
     assert all(os.stat(p).st_nlink == 3 for p in shared)
-    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(mount.mp)])
+    index_wait(mount.mp)
     month = time.localtime(os.stat(roll).st_mtime)   # no capture date in the file: its mtime, local time
     by_date = mount.mp / "By Date" / time.strftime("%Y", month) / time.strftime("%Y-%m", month) / roll.name
     found = run(["find", mount.mp, "-samefile", roll], text=True).stdout.splitlines()

@@ -327,15 +327,18 @@ def test_album_renamed_while_files_are_copied_into_it(mount, tmp_path):
     procs = [start_cp(src, ns, Path("."), cwd=path) for src, ns in sources]
     moves = [mount.albums / "Renamed1", mount.albums / "Trips" / "Renamed2", mount.albums / "Renamed3",
              mount.albums / "Trips" / "Renamed4", mount.albums / "Renamed5", mount.albums / "Final"]
-    deadline = time.monotonic() + 30
-    while len(os.listdir(path)) < 40 and time.monotonic() < deadline and any(p.poll() is None for p in procs):
-        time.sleep(0.005)          # the copies are under way
+    # Each rename comes once 40 more files have landed (the copies are under way), not after a
+    # pause: on a loaded machine a pause of 40 ms may see no copy at all, or every one finished.
+    # A copy that makes no progress is left to wait_all, which reports a deadlock.
+    deadline = time.monotonic() + DEADLINE
     renamed_while_copying = 0
-    for target in moves:
+    for k, target in enumerate(moves, 1):
+        while (len(os.listdir(path)) < 40 * k and time.monotonic() < deadline
+               and any(p.poll() is None for p in procs)):
+            time.sleep(0.005)
         os.rename(path, target)
         path = target
         renamed_while_copying += any(p.poll() is None for p in procs)
-        time.sleep(0.04)
     wait_all(procs, DEADLINE, mount, "cp writers")
     assert_cp_ok(procs)
     assert renamed_while_copying >= 2, "the copies finished before the album was renamed: the test proved nothing"

@@ -1,7 +1,7 @@
 """Bad input and hostile conditions (issue 3 part 5): a full disk, broken or foreign stores,
 read-only mounts, names at the limit, 100,000 entries in one album.
 
-Every refused mount must exit with status 3 and one line on stderr within 10 s, never mount,
+Every refused mount must exit with status 3 and one line on stderr (30 s counts as a hang), never mount,
 and leave the store as it was: once the cause is gone, the library mounts with everything in
 it and `albumfs fsck` is clean.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from albumfs_testlib import (
-    ALBUMFS, MiB, NOBODY, as_user, assert_fsck_clean, attempt, bjoin, bnames, content_files,
+    ALBUMFS, MiB, NOBODY, REFUSAL_WAIT, as_user, assert_fsck_clean, attempt, bjoin, bnames, content_files,
     create, expect_errno, fsck, names, payload, public_albumfs, public_tmpdir, read, run, small_tmpfs,
     stop_background_mount, write,
 )
@@ -84,11 +84,11 @@ def assert_library_intact(m, files: dict[str, bytes]) -> None:
 
 def assert_refused(m, tmp_path, why: str, *, user_cmd=None) -> str:
     """`albumfs mount --store STORE MP` (background form) must exit 3 with one line on stderr,
-    within 10 s, without mounting. Returns the message."""
+    without mounting (still running after REFUSAL_WAIT: a hang). Returns the message."""
     cmd = user_cmd or [ALBUMFS, "mount", "--store", m.store, m.mp]
-    rc, out, mounted = attempt(cmd, tmp_path, [m.mp], wait=10)
+    rc, out, mounted = attempt(cmd, tmp_path, [m.mp])
     text = out.decode(errors="backslashreplace").strip()
-    assert rc is not None, f"{why}: albumfs was still running after 10 s (a hang); output: {text!r}"
+    assert rc is not None, f"{why}: albumfs was still running after {REFUSAL_WAIT:.0f} s (a hang); output: {text!r}"
     assert not mounted, f"{why}: the store was mounted (exit {rc}); it must be refused"
     assert rc == 3, f"{why}: exit status {rc}, want 3; output: {text!r}"
     assert text, f"{why}: refused without a message"
@@ -243,7 +243,7 @@ def test_corrupt_or_truncated_database_is_refused(mount_factory, tmp_path, damag
     content_before = content_state(m.store)
 
     cmd = [ALBUMFS, "mount", "--store", m.store, m.mp]
-    rc, out, mounted = attempt(cmd, tmp_path, [m.mp], wait=10)
+    rc, out, mounted = attempt(cmd, tmp_path, [m.mp])
     after = content_state(m.store)
     lost = sorted(set(content_before) - set(after))
     assert not lost, (f"mounting a {damage} database (exit {rc}, mounted: {mounted}) deleted the data of "

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from albumfs_testlib import ALBUMFS, ino, is_mounted, mount_entries, nlink, run
+from albumfs_testlib import ALBUMFS, index_wait, ino, is_mounted, mount_entries, nlink, run
 
-INDEXED_WITHIN = 20.0   # seconds: "within a few seconds of close()", with room for a loaded machine
 SUMMARY = re.compile(r"(\d+) imported \([\d.]+ MiB\), (\d+) duplicates? skipped, "
                      r"(\d+) other files? skipped \(not photos or videos\), (\d+) failed")
 
@@ -91,7 +90,7 @@ def summary(stdout: str) -> tuple[int, ...]:
 def wait_for_index(mp: Path) -> dict[str, str]:
     """`albumfs index --wait` (returns when the daemon has read every closed file), then
     {roll name: sha256}: every roll entry has one by then, with no further wait."""
-    run([ALBUMFS, "index", "--wait", "--timeout", str(INDEXED_WITHIN), str(mp)])
+    index_wait(mp)
     roll = mp / "Camera Roll"
     return {name: os.getxattr(roll / name, "user.albumfs.sha256").decode() for name in os.listdir(roll)}
 

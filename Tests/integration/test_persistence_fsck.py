@@ -6,7 +6,7 @@ import os
 import stat
 
 from albumfs_testlib import (
-    albumfs, assert_fsck_clean, bjoin, content_files, content_usage, expect_errno, ino, payload, read,
+    albumfs, assert_fsck_clean, bjoin, content_files, content_usage, expect_errno, index_wait, ino, payload, read,
     run, user_xattrs, write,
 )
 
@@ -54,7 +54,7 @@ def populate(mount, tmp_path):
 def snapshot(mp) -> dict:
     """Everything observable below the mount except atime/ctime (relative bytes path -> facts),
     the computed views included once every file has been read (they follow the facts)."""
-    albumfs("index", "--wait", "--timeout", "60", mp)
+    index_wait(mp)
     root = os.fsencode(mp)
     paths = [root]
     for dirpath, dirs, files in os.walk(root):

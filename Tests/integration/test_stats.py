@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from albumfs_testlib import albumfs, payload, write
+from albumfs_testlib import albumfs, index_wait, payload, write
 
 
 def test_stats_of_a_mounted_and_an_unmounted_library(mount):
@@ -18,7 +18,7 @@ def test_stats_of_a_mounted_and_an_unmounted_library(mount):
     write(mount.roll / "gone.jpg", payload(7000, "gone"))
     write(mount.albums / "A" / ".DS_Store", b"ds")
     os.unlink(mount.roll / "gone.jpg")
-    albumfs("index", "--wait", "--timeout", "60", mount.mp)
+    index_wait(mount.mp)
     by_mount = json.loads(albumfs("stats", "--json", mount.mp, text=True).stdout)
     by_store = json.loads(albumfs("stats", "--json", "--store", mount.store, text=True).stdout)
     assert by_mount == by_store

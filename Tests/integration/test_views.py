@@ -1,7 +1,8 @@
 """SEMANTICS.md § What albumfs knows of each asset, and the computed views, on real mounts with
 media made by real tools (Tests/media/make-media: ImageMagick, exiftool, heif-enc, ffmpeg), the
-expected values from exiftool, ffprobe and sha256sum. Facts are computed after close(): the
-tests poll for them (the contract says "within a few seconds"), bounded; nothing else waits."""
+expected values from exiftool, ffprobe and sha256sum. Facts are computed after close() (the
+contract says "within a few seconds"): the tests wait for them with `albumfs index --wait`
+(bounded); nothing else waits."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from albumfs_testlib import ALBUMFS, expect_errno, ino, nlink, run
+from albumfs_testlib import ALBUMFS, expect_errno, index_wait, ino, nlink, run
 
 MAKE_MEDIA = Path(__file__).resolve().parent.parent / "media" / "make-media"
-FACTS_WITHIN = 20.0   # seconds: "within a few seconds of close()", with room for a loaded CI machine
 
 
 @pytest.fixture(scope="module")
@@ -37,16 +36,21 @@ def fact(path, name: str) -> str | None:
         raise
 
 
+def mount_point_of(path) -> Path:
+    path = Path(path)
+    while not os.path.ismount(path):
+        path = path.parent
+    return path
+
+
 def wait_for_facts(paths, sha256s=None) -> None:
-    """Polls until every path has its sha256 (the expected one, when given): eventual by contract."""
-    deadline = time.monotonic() + FACTS_WITHIN
-    for i, path in enumerate(paths):
-        while True:
-            value = fact(path, "sha256")
-            if value is not None and (sha256s is None or value == sha256s[i]):
-                break
-            assert time.monotonic() < deadline, f"no facts for {path} {FACTS_WITHIN} s after close()"
-            time.sleep(0.05)
+    """`albumfs index --wait` on the paths' mount (facts are eventual by contract; it returns once
+    every closed file is read), then every path has its sha256 (the expected one, when given)."""
+    index_wait(mount_point_of(paths[0]))
+    got = [fact(path, "sha256") for path in paths]
+    assert None not in got, f"no facts after index --wait: {[str(p) for p, v in zip(paths, got) if v is None]}"
+    if sha256s is not None:
+        assert got == list(sha256s), "sha256 after index --wait"
 
 
 def copy_media(media_dir: Path, names, target: Path) -> list[Path]:
@@ -88,7 +92,7 @@ def test_index_wait_returns_once_every_closed_file_is_read(mount, media):
     media_dir, expected = media
     names = sorted(expected)
     paths = copy_media(media_dir, names, mount.roll)
-    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(mount.mp)])
+    index_wait(mount.mp)
     assert [fact(p, "sha256") for p in paths] == [expected[n]["sha256"] for n in names]
     assert os.getxattr(mount.mp, "user.albumfs.indexing") == b"0"
 
@@ -118,10 +122,8 @@ def test_by_date_uses_the_photos_own_date_in_any_daemon_time_zone(mount_factory,
     month = m.mp / "By Date" / "2019" / "2019-07"
     assert os.listdir(month) == ["live.jpg"]
     assert ino(month / "live.jpg") == ino(dated)
-    deadline = time.monotonic() + FACTS_WITHIN   # the new mtime is read again after the utime
-    while "notes.txt" not in (os.listdir(m.mp / "By Date" / "2020" / "2020-02") if (m.mp / "By Date" / "2020" / "2020-02").exists() else []):
-        assert time.monotonic() < deadline, os.listdir(m.mp / "By Date")
-        time.sleep(0.05)
+    index_wait(m.mp)   # the new mtime is read again after the utime (queued before it returned)
+    assert os.listdir(m.mp / "By Date" / "2020" / "2020-02") == ["notes.txt"], os.listdir(m.mp / "By Date")
     assert sorted(os.listdir(m.mp / "By Date")) == ["2019", "2020"]
     assert os.listdir(m.mp / "By Date" / "2020") == ["2020-02"]
 
@@ -260,7 +262,7 @@ def test_view_names_never_go_stale(mount_factory, media):
     (m.albums / "A").mkdir()
     copy_media(media_dir, ["live.jpg", "clip.mp4"], m.roll)
     shutil.copyfile(media_dir / "live.jpg", m.albums / "A" / "twin.jpg")
-    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(m.mp)])
+    index_wait(m.mp)
     by_date, smart = m.mp / "By Date", m.mp / "Smart Albums"
     july, videos = by_date / "2019" / "2019-07", smart / "Videos"
     sha = expected["live.jpg"]["sha256"][:12]
@@ -285,7 +287,7 @@ def test_view_names_never_go_stale(mount_factory, media):
     with open(media_dir / "nodate.jpg", "rb") as src, open(m.roll / "paris.jpg", "r+b") as dst:
         dst.truncate(0)
         dst.write(src.read())
-    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(m.mp)])
+    index_wait(m.mp)
     expect_errno(errno.ENOENT, os.lstat, july / "paris.jpg")
     expect_errno(errno.ENOENT, os.lstat, by_date / "2019")
 
@@ -308,13 +310,13 @@ def test_view_listings_never_go_stale(mount_factory, media):
     assert listed(by_date) == [] and listed(videos) == [] and listed(favorites) == []
 
     copy_media(media_dir, ["live.jpg"], m.roll)
-    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(m.mp)])
+    index_wait(m.mp)
     assert listed(by_date) == ["2019"]
     assert listed(july) == ["live.jpg"]
 
     shutil.copyfile(media_dir / "live.jpg", m.roll / "twin.jpg")
     copy_media(media_dir, ["clip.mp4"], m.roll)
-    run([ALBUMFS, "index", "--wait", "--timeout", "60", str(m.mp)])
+    index_wait(m.mp)
     assert listed(july) == ["live.jpg", "twin.jpg"]
     assert listed(videos) == ["clip.mp4"]
     assert listed(by_date) == ["2019", "2021"]
