@@ -72,19 +72,6 @@ public enum FixedNode {
     public static let recentlyDeletedName: Name = Array("Recently Deleted".utf8)
     public static let smartAlbumsName: Name = Array("Smart Albums".utf8)
     public static let byDateName: Name = Array("By Date".utf8)
-
-    /// The computed directories that are nodes of the store: (id, kind,
-    /// parent, name). Years, months and duplicate sets are VirtualNodes.
-    static let views: [(id: NodeID, kind: NodeKind, parent: NodeID, name: Name)] = [
-        (smartAlbums, .smartAlbums, root, smartAlbumsName),
-        (byDate, .computedView, root, byDateName),
-        (favorites, .favorites, smartAlbums, Array("Favorites".utf8)),
-        (videos, .computedView, smartAlbums, Array("Videos".utf8)),
-        (livePhotos, .computedView, smartAlbums, Array("Live Photos".utf8)),
-        (screenshots, .computedView, smartAlbums, Array("Screenshots".utf8)),
-        (raw, .computedView, smartAlbums, Array("RAW".utf8)),
-        (duplicates, .computedView, smartAlbums, Array("Duplicates".utf8)),
-    ]
 }
 
 /// Nanoseconds since the Unix epoch.

@@ -31,10 +31,14 @@ extension Database {
     }
 
     /// Where the views show an asset, if its facts were read: one row.
-    func viewPlacement(of asset: NodeID) throws -> (month: String, kind: String, screenshot: Bool, raw: Bool,
-                                                     pairable: Bool, sha256: String)? {
-        try statement("SELECT month, kind, screenshot, raw, content_id IS NOT NULL, sha256 FROM asset_facts WHERE asset = ?1")
-            .bind(.int(asset)).first { ($0.text(0), $0.text(1), $0.int(2) != 0, $0.int(3) != 0, $0.int(4) != 0, $0.text(5)) }
+    func viewPlacement(of asset: NodeID) throws -> ViewPlacement? {
+        try statement("SELECT month, sha256 FROM asset_facts WHERE asset = ?1")
+            .bind(.int(asset)).first { ViewPlacement(month: $0.text(0), sha256: $0.text(1)) }
+    }
+
+    /// Whether the assets `source` chooses (a view's query) include `asset`.
+    func viewShows(_ source: String, _ asset: NodeID) throws -> Bool {
+        try statement("SELECT 1 FROM (\(source)) WHERE asset = ?2").bind(.null, .int(asset)).first { _ in true } ?? false
     }
 
     /// Assets (live or deleted) with no facts yet, in id order, after `after`.
@@ -152,4 +156,38 @@ extension Database {
         }
         return months
     }
+}
+
+/// What of an asset's facts places it in the views' own directories.
+struct ViewPlacement: Sendable {
+    /// `YYYY-MM`: its By Date month.
+    let month: String
+    let sha256: String
+}
+
+/// The queries of the computed views: each gives a column `asset` (the
+/// assets the view shows; ?1 is a key some of them take), served by an index.
+enum ViewQueries {
+    static let byMonth = "SELECT asset FROM asset_facts WHERE month = ?1"
+    static let videos = "SELECT asset FROM asset_facts WHERE kind = 'video'"
+    static let screenshots = "SELECT asset FROM asset_facts WHERE screenshot = 1"
+    static let raw = "SELECT asset FROM asset_facts WHERE raw = 1"
+    static let favorites = "SELECT asset FROM favorites"
+    /// Both halves of each pair: a photo and a video with one content identifier.
+    static let livePhotos = """
+        SELECT f.asset AS asset FROM asset_facts f
+        WHERE f.content_id IS NOT NULL AND f.kind IN ('photo', 'video')
+        AND EXISTS (SELECT 1 FROM asset_facts p WHERE p.content_id = f.content_id
+                    AND p.kind IN ('photo', 'video') AND p.kind <> f.kind
+                    AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = p.asset))
+        """
+    /// The assets of the set(s) whose SHA-256 starts with ?1 (a range of the
+    /// sha256 index): only SHA-256s two live assets share, so two sets whose
+    /// hashes begin alike never mix with a single asset.
+    static let duplicateSet = """
+        SELECT asset FROM asset_facts WHERE sha256 IN (
+            SELECT f.sha256 FROM asset_facts f WHERE f.sha256 >= ?1 AND f.sha256 < ?1 || 'g'
+            AND EXISTS (SELECT 1 FROM entries e WHERE e.child = f.asset AND e.parent = \(FixedNode.cameraRoll))
+            GROUP BY f.sha256 HAVING count(*) > 1)
+        """
 }

@@ -46,6 +46,15 @@ extension Database {
         if let name { try insertEntry(parent, name, id) }
     }
 
+    /// A fixed directory added to an existing store, owned (and timed) like its root.
+    func insertDirectoryOwnedLikeTheRoot(_ id: NodeID, kind: NodeKind, parent: NodeID, name: Name) throws {
+        try statement("""
+            INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)
+            SELECT ?1, ?2, ?3, 493, uid, gid, atime, mtime, ctime, imported FROM nodes WHERE id = \(FixedNode.root)
+            """).bind(.int(id), .int(kind.rawValue), .int(parent)).run()
+        try insertEntry(parent, name, id)
+    }
+
     /// User nodes are numbered from `id` + 1 on.
     func reserveNodeIDs(through id: NodeID) throws {
         try statement("UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'nodes'").bind(.int(id)).run()

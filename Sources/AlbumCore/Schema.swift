@@ -149,15 +149,18 @@ enum Schema {
                 -- Assets flagged favorite (ln into Smart Albums/Favorites).
                 CREATE TABLE favorites(asset INTEGER PRIMARY KEY REFERENCES nodes(id));
                 """)
-            // The views' fixed directories, in existing stores too, owned like the root.
-            for view in FixedNode.views {
+            // The views' fixed directories, in existing stores too, owned like
+            // the root: (id, kind, parent, name) as they were when this step
+            // was written (frozen: a view added later gets its directory from
+            // Schema.addViewDirectories, never from an edit of this step).
+            for (id, kind, parent, name) in [(5, 12, 1, "Smart Albums"), (6, 13, 1, "By Date"), (7, 14, 5, "Favorites"), (8, 13, 5, "Videos"),
+                                            (9, 13, 5, "Live Photos"), (10, 13, 5, "Screenshots"), (11, 13, 5, "RAW"), (12, 13, 5, "Duplicates")] as [(Int64, Int64, Int64, String)] {
                 try db.statement("""
                     INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)
-                    SELECT ?1, ?2, ?3, 493, uid, gid, atime, mtime, ctime, imported FROM nodes WHERE id = ?4
-                    """).bind(.int(view.id), .int(view.kind.rawValue), .int(view.parent), .int(FixedNode.root)).run()
-                try db.statement("""
-                    INSERT INTO entries(parent, name, child) SELECT ?1, ?2, ?3 FROM nodes WHERE id = ?4
-                    """).bind(.int(view.parent), .blob(view.name), .int(view.id), .int(FixedNode.root)).run()
+                    SELECT ?1, ?2, ?3, 493, uid, gid, atime, mtime, ctime, imported FROM nodes WHERE id = 1
+                    """).bind(.int(id), .int(kind), .int(parent)).run()
+                try db.statement("INSERT INTO entries(parent, name, child) SELECT ?1, ?2, ?3 FROM nodes WHERE id = 1")
+                    .bind(.int(parent), .blob(Array(name.utf8)), .int(id)).run()
             }
         },
         .init("the .trashinfo of an asset deleted with rm, written when first needed") { db in
@@ -222,10 +225,23 @@ enum Schema {
             // (An older store gets it from the migration that introduced it.)
             (FixedNode.recentlyDeleted, .recentlyDeleted, FixedNode.recentlyDeletedName),
         ]
-        let views = FixedNode.views.map { ($0.id, $0.kind, Optional($0.name), $0.parent) }
+        let views = ComputedViews.directories.map { ($0.id, $0.kind, Optional($0.name), $0.parent) }
         for (id, kind, name, parent) in fixed.map({ ($0.0, $0.1, $0.2, FixedNode.root) }) + views {
             try db.insertFixedDirectory(id, kind: kind, parent: parent, name: name, owner: owner, now: now)
         }
         try db.reserveNodeIDs(through: FixedNode.lastReservedID)
+    }
+
+    /// The directories of views registered after the store was made (one
+    /// line in ComputedViews.all): added at open, owned like the root. Does
+    /// nothing when every one is there.
+    static func addViewDirectories(_ db: Database) throws {
+        let missing = try ComputedViews.directories.filter { try db.kind(of: $0.id) == nil }
+        guard !missing.isEmpty else { return }
+        try db.transaction {
+            for directory in missing {
+                try db.insertDirectoryOwnedLikeTheRoot(directory.id, kind: directory.kind, parent: directory.parent, name: directory.name)
+            }
+        }
     }
 }

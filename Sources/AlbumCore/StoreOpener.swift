@@ -104,6 +104,8 @@ struct StoreOpener {
             try db.transaction {
                 try Schema.createFixedNodes(db, owner: owner, now: currentTime())
             }
+        } else if !readOnly {
+            try Schema.addViewDirectories(db)
         }
         guard try db.kind(of: FixedNode.root) == .root else {
             throw LibraryError.unusableStore("the store's database \(location.databasePath) has no root directory")

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Testing
 @testable import AlbumCore
+import SQLiteKit
 
 private let roll = TestStore.roll
 
@@ -264,5 +265,24 @@ struct ViewsTests {
         #expect(xattr(store, id, "kind") == "video")
         #expect(try listing(store, FixedNode.videos) == ["x.mov": id])
         #expect(try store.sortedNames(TestStore.root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
+    }
+
+    @Test("a view registered after a store was made gets its directory at the next open, owned like the root")
+    func viewDirectoryAddedAtOpen() throws {
+        let store = try TestStore()
+        store.close()
+        // A store from before the view: its directory and entry are not there.
+        do {
+            let db = try Database(path: store.location.databasePath, mode: .readWrite)
+            try db.execute("PRAGMA foreign_keys = ON")
+            try db.execute("DELETE FROM entries WHERE child = \(FixedNode.raw)")
+            try db.execute("DELETE FROM nodes WHERE id = \(FixedNode.raw)")
+        }
+        let library = try store.reopen()
+        #expect(try store.sortedNames(FixedNode.smartAlbums).contains("RAW"))
+        let raw = try library.lookup(FixedNode.smartAlbums, name("RAW"))
+        let root = try library.attributes(of: TestStore.root)
+        #expect(raw.id == FixedNode.raw && raw.uid == root.uid && raw.gid == root.gid)
+        #expect(ComputedViews.view(serving: FixedNode.raw) != nil)
     }
 }

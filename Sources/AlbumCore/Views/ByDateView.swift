@@ -5,7 +5,17 @@ import SQLiteKit
 /// worked out when its facts are read). Only years and months that have
 /// assets show; each is found by index seeks, not a scan.
 struct ByDateView: ComputedView {
-    private static let source = "SELECT asset FROM asset_facts WHERE month = ?1"
+    let directory = ViewDirectory(FixedNode.byDate, .computedView, in: FixedNode.root, "By Date")
+    private static let source = ViewQueries.byMonth
+
+    /// Its name in the asset's month, the month's in its year, the year's in By Date.
+    func names(of asset: NodeID, rollName: Name, place: ViewPlacement?, _ db: Database) throws -> [ChangeSet.EntryName] {
+        guard let place, let monthNode = VirtualNode.month(named: Array(place.month.utf8)),
+              case .month(let year, _) = monthNode else { return [] }
+        return [ChangeSet.EntryName(directory: monthNode.id, name: rollName),
+                ChangeSet.EntryName(directory: VirtualNode.year(year).id, name: monthNode.name),
+                ChangeSet.EntryName(directory: FixedNode.byDate, name: VirtualNode.year(year).name)]
+    }
 
     func serves(_ id: NodeID) -> Bool {
         if id == FixedNode.byDate { return true }

@@ -3,9 +3,14 @@ import SQLiteKit
 /// A directory whose entries albumfs computes from what it knows of each
 /// asset (SEMANTICS.md § the computed views): hard links under the assets'
 /// roll names, never counted in `st_nlink`, served from indexed queries.
-/// A new view is one more small type conforming to this, listed in
-/// `ComputedViews.all`; the policy of its directories is DirectoryPolicy's.
+/// A new view is one more small type conforming to this (its SQL in
+/// Queries+Facts.swift), listed in `ComputedViews.all`: its directory is
+/// made in new stores and added to older ones at open (`Schema.addViewDirectories`),
+/// lookups and listings find it, and the names it shows of an asset are
+/// invalidated with the others. The policy of its directories is DirectoryPolicy's.
 protocol ComputedView: Sendable {
+    /// Its own directory, a node of the store.
+    var directory: ViewDirectory { get }
     /// Whether it serves directory `id` (one of its fixed nodes or VirtualNodes).
     func serves(_ id: NodeID) -> Bool
     /// What `name` in `directory` shows, if anything.
@@ -14,6 +19,22 @@ protocol ComputedView: Sendable {
     func list(_ db: Database, _ directory: NodeID, after cookie: Int64, limit: Int) throws -> [ViewEntry]
     /// Whether a directory of this view that is not a node (a month, a set) shows anything now.
     func exists(_ db: Database, _ node: VirtualNode) throws -> Bool
+    /// Every name under which it shows `asset` (roll name `rollName`; `place`:
+    /// where its facts put it, nil if not read), with the names of the
+    /// directories of its own that hold it: what the kernel may have cached.
+    func names(of asset: NodeID, rollName: Name, place: ViewPlacement?, _ db: Database) throws -> [ChangeSet.EntryName]
+}
+
+/// A view's own directory: (id, kind, parent, name), a fixed node of the store.
+struct ViewDirectory: Sendable {
+    let id: NodeID
+    let kind: NodeKind
+    let parent: NodeID
+    let name: Name
+
+    init(_ id: NodeID, _ kind: NodeKind, in parent: NodeID, _ name: String) {
+        (self.id, self.kind, self.parent, self.name) = (id, kind, parent, Array(name.utf8))
+    }
 }
 
 enum ViewChild {
@@ -41,39 +62,38 @@ extension ComputedView {
 
 /// Every computed view, and which serves a directory.
 enum ComputedViews {
-    static let all: [any ComputedView] = [ByDateView(), SmartAlbumView.videos, SmartAlbumView.livePhotos,
-                                          SmartAlbumView.screenshots, SmartAlbumView.raw, SmartAlbumView.favorites,
-                                          DuplicatesView()]
+    /// The registration: a new view is one more line here.
+    static let all: [any ComputedView] = [
+        ByDateView(),
+        SmartAlbumView.videos,
+        SmartAlbumView.livePhotos,
+        SmartAlbumView.screenshots,
+        SmartAlbumView.raw,
+        SmartAlbumView.favorites,
+        DuplicatesView(),
+    ]
+
+    /// The directory the smart albums are in (an ordinary fixed directory).
+    static let smartAlbums = ViewDirectory(FixedNode.smartAlbums, .smartAlbums, in: FixedNode.root, "Smart Albums")
+
+    /// Every fixed directory of the views, Smart Albums first.
+    static var directories: [ViewDirectory] { [smartAlbums] + all.map(\.directory) }
+
+    private static let byDirectory: [NodeID: any ComputedView] = Dictionary(uniqueKeysWithValues: all.map { ($0.directory.id, $0) })
 
     /// The view whose entries directory `id` shows (nil: an ordinary directory).
     static func view(serving id: NodeID) -> (any ComputedView)? {
-        guard (FixedNode.byDate...FixedNode.duplicates).contains(id) || VirtualNode(id) != nil else { return nil }
+        if let view = byDirectory[id] { return view }
+        guard VirtualNode(id) != nil else { return nil }
         return all.first { $0.serves(id) }
     }
 
     /// Every name under which the views show `asset` (roll name `rollName`),
     /// with the names of the month, year and duplicate set that hold it: what
-    /// the kernel may have cached of it in the views. From its facts and its
-    /// favorite flag; nothing when it has neither.
+    /// the kernel may have cached of it in the views.
     static func names(of asset: NodeID, rollName: Name, _ db: Database) throws -> [ChangeSet.EntryName] {
-        var names: [ChangeSet.EntryName] = []
-        func add(_ directory: NodeID, _ name: Name) { names.append(ChangeSet.EntryName(directory: directory, name: name)) }
-        if try db.isFavorite(asset) { add(FixedNode.favorites, rollName) }
-        guard let place = try db.viewPlacement(of: asset),
-              let monthNode = VirtualNode.month(named: Array(place.month.utf8)), case .month(let year, _) = monthNode else { return names }
-        add(monthNode.id, rollName)
-        add(VirtualNode.year(year).id, monthNode.name)
-        add(FixedNode.byDate, VirtualNode.year(year).name)
-        if place.kind == AssetFacts.Kind.video.rawValue { add(FixedNode.videos, rollName) }
-        if place.screenshot { add(FixedNode.screenshots, rollName) }
-        if place.raw { add(FixedNode.raw, rollName) }
-        if place.pairable { add(FixedNode.livePhotos, rollName) }
-        if let prefix = UInt64(place.sha256.prefix(12), radix: 16) {
-            let set = VirtualNode.duplicateSet(prefix: prefix)
-            add(set.id, rollName)
-            add(FixedNode.duplicates, set.name)
-        }
-        return names
+        let place = try db.viewPlacement(of: asset)
+        return try all.flatMap { try $0.names(of: asset, rollName: rollName, place: place, db) }
     }
 
     /// A VirtualNode's attributes: a read-only directory owned like the root.

@@ -3,15 +3,16 @@ import SQLiteKit
 /// `Smart Albums/Duplicates/H/`: one directory per set of two or more live
 /// assets with the same SHA-256, named by its first 12 hex digits.
 struct DuplicatesView: ComputedView {
-    /// The assets of the set(s) whose SHA-256 starts with ?1 (a range of the
-    /// sha256 index): only SHA-256s two live assets share, so two sets whose
-    /// hashes begin alike never mix with a single asset.
-    private static let source = """
-        SELECT asset FROM asset_facts WHERE sha256 IN (
-            SELECT f.sha256 FROM asset_facts f WHERE f.sha256 >= ?1 AND f.sha256 < ?1 || 'g'
-            AND EXISTS (SELECT 1 FROM entries e WHERE e.child = f.asset AND e.parent = \(FixedNode.cameraRoll))
-            GROUP BY f.sha256 HAVING count(*) > 1)
-        """
+    let directory = ViewDirectory(FixedNode.duplicates, .computedView, in: FixedNode.smartAlbums, "Duplicates")
+    private static let source = ViewQueries.duplicateSet
+
+    /// Its name in the set of its SHA-256 and the set's in Duplicates (the
+    /// set it was in, whether or not it still is one).
+    func names(of asset: NodeID, rollName: Name, place: ViewPlacement?, _ db: Database) throws -> [ChangeSet.EntryName] {
+        guard let place, let prefix = UInt64(place.sha256.prefix(12), radix: 16) else { return [] }
+        let set = VirtualNode.duplicateSet(prefix: prefix)
+        return [ChangeSet.EntryName(directory: set.id, name: rollName), ChangeSet.EntryName(directory: FixedNode.duplicates, name: set.name)]
+    }
 
     func serves(_ id: NodeID) -> Bool {
         if id == FixedNode.duplicates { return true }

@@ -3,24 +3,22 @@ import SQLiteKit
 /// A smart album: the live assets one query chooses (SEMANTICS.md § the
 /// computed views). Favorites is one too; its policy lets `ln` and `rm` in.
 struct SmartAlbumView: ComputedView {
-    let id: NodeID
-    /// SQL giving the column `asset`, served by an index of asset_facts or favorites.
+    let directory: ViewDirectory
+    /// SQL giving the column `asset` (ViewQueries), served by an index of asset_facts or favorites.
     let source: String
 
-    static let videos = SmartAlbumView(id: FixedNode.videos, source: "SELECT asset FROM asset_facts WHERE kind = 'video'")
-    static let screenshots = SmartAlbumView(id: FixedNode.screenshots, source: "SELECT asset FROM asset_facts WHERE screenshot = 1")
-    static let raw = SmartAlbumView(id: FixedNode.raw, source: "SELECT asset FROM asset_facts WHERE raw = 1")
-    static let favorites = SmartAlbumView(id: FixedNode.favorites, source: "SELECT asset FROM favorites")
-    /// Both halves of each pair: a photo and a video with one content identifier.
-    static let livePhotos = SmartAlbumView(id: FixedNode.livePhotos, source: """
-        SELECT f.asset AS asset FROM asset_facts f
-        WHERE f.content_id IS NOT NULL AND f.kind IN ('photo', 'video')
-        AND EXISTS (SELECT 1 FROM asset_facts p WHERE p.content_id = f.content_id
-                    AND p.kind IN ('photo', 'video') AND p.kind <> f.kind
-                    AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = p.asset))
-        """)
+    static let videos = SmartAlbumView(directory: ViewDirectory(FixedNode.videos, .computedView, in: FixedNode.smartAlbums, "Videos"),
+                                       source: ViewQueries.videos)
+    static let screenshots = SmartAlbumView(directory: ViewDirectory(FixedNode.screenshots, .computedView, in: FixedNode.smartAlbums, "Screenshots"),
+                                            source: ViewQueries.screenshots)
+    static let raw = SmartAlbumView(directory: ViewDirectory(FixedNode.raw, .computedView, in: FixedNode.smartAlbums, "RAW"),
+                                    source: ViewQueries.raw)
+    static let favorites = SmartAlbumView(directory: ViewDirectory(FixedNode.favorites, .favorites, in: FixedNode.smartAlbums, "Favorites"),
+                                          source: ViewQueries.favorites)
+    static let livePhotos = SmartAlbumView(directory: ViewDirectory(FixedNode.livePhotos, .computedView, in: FixedNode.smartAlbums, "Live Photos"),
+                                           source: ViewQueries.livePhotos)
 
-    func serves(_ directory: NodeID) -> Bool { directory == id }
+    func serves(_ id: NodeID) -> Bool { id == directory.id }
 
     func lookup(_ db: Database, in directory: NodeID, _ name: Name) throws -> ViewChild? {
         try asset(db, source, named: name)
@@ -31,4 +29,8 @@ struct SmartAlbumView: ComputedView {
     }
 
     func exists(_ db: Database, _ node: VirtualNode) throws -> Bool { false }
+
+    func names(of asset: NodeID, rollName: Name, place: ViewPlacement?, _ db: Database) throws -> [ChangeSet.EntryName] {
+        try db.viewShows(source, asset) ? [ChangeSet.EntryName(directory: directory.id, name: rollName)] : []
+    }
 }
