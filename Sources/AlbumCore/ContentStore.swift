@@ -44,9 +44,11 @@ public struct ContentStore: Sendable {
     /// the leftover of a create whose transaction never committed (its id was
     /// handed out again), so it is emptied, not refused.
     /// Its mtime is `modified`, the new row's (see `setModificationTime`).
-    func create(_ id: NodeID, contents: [UInt8] = [], modified: Nanoseconds) throws(LibraryError) {
+    /// `sparseSize`: the file is that long, a hole (generated stores).
+    func create(_ id: NodeID, contents: [UInt8] = [], sparseSize: Int64 = 0, modified: Nanoseconds) throws(LibraryError) {
         let fd = try syscall { Glibc.open(path(of: id), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
         defer { close(fd) }
+        if sparseSize > 0 { try syscall { ftruncate(fd, off_t(sparseSize)) } }
         var written = 0
         while written < contents.count {
             let n = try syscall { contents.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, contents.count - written, off_t(written)) } }

@@ -60,6 +60,16 @@ extension Database {
         try statement("UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'nodes'").bind(.int(id)).run()
     }
 
+    /// Whether the library holds any asset or album (a store to generate into must hold none).
+    func hasAssetsOrAlbums() throws -> Bool {
+        try scalarInt("SELECT EXISTS (SELECT 1 FROM nodes WHERE kind IN (\(NodeKind.asset.rawValue), \(NodeKind.album.rawValue)))") != 0
+    }
+
+    /// Forgets every asset's facts (a benchmark's cold read of them all).
+    func forgetAllFacts() throws {
+        try execute("DELETE FROM asset_facts")
+    }
+
     // MARK: fsck
 
     /// SQLite's own check: "ok", or what is wrong.

@@ -29,7 +29,9 @@ enum CommandLineInterface {
             try ImportCommand(parsing: a).run()
         },
         Command(name: "unmount", aliases: ["umount"], usage: "unmount MOUNTPOINT") { a throws(CommandFailure) in try UnmountCommand(parsing: a).run() },
-        // The daemon's facts worker (IsolatedFactsReader) and its watcher (ConnectionWatch).
+        // Not for users: stores for the benchmark and scale tests (MakeStoreCommand),
+        // the daemon's facts worker (IsolatedFactsReader) and its watcher (ConnectionWatch).
+        Command(name: "make-store", usage: nil) { a throws(CommandFailure) in try MakeStoreCommand(parsing: a).run() },
         Command(name: "read-facts", usage: nil) { _ throws(CommandFailure) in FactsWorker.serve() },
         Command(name: "watch-connection", usage: nil) { a throws(CommandFailure) in try ConnectionWatch.run(a) },
     ]

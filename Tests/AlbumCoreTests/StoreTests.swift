@@ -241,4 +241,21 @@ struct StoreTests {
         #expect(store.dataSize(of: fresh) == 0)
         #expect(try store.read(fresh) == [])
     }
+
+    @Test("a generated store (albumfs make-store) is made through the library: fsck finds it consistent, the album holds the first K")
+    func generatedStore() throws {
+        let store = try TestStore()
+        let ids = try #require(try store.library.generateAssets(count: 300, size: 4096, albumName: name("Big"), albumSize: 20, by: TestStore.owner))
+        #expect(ids.count == 300)
+        #expect(try store.names(roll).count == 300)
+        let big = try #require(try store.id(TestStore.albums, "Big"))
+        #expect(try store.sortedNames(big) == (0..<20).map { "IMG_\(String(repeating: "0", count: 7 - String($0).count))\($0).JPG" })
+        #expect(try store.library.attributes(of: ids.lowerBound).size == 4096)
+        #expect(throws: LibraryError.exists) {
+            try store.library.generateAssets(count: 1, size: 0, albumName: nil, albumSize: 0, by: TestStore.owner)
+        }
+        store.close()
+        let problems = try StoreChecker(location: store.location).check(repair: false)
+        #expect(problems.isEmpty, "\(problems)")
+    }
 }
