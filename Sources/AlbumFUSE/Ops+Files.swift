@@ -161,7 +161,7 @@ extension FileSystem {
     /// 300 × 1 MiB and 512 MiB, ratio to a plain directory, medians of
     /// runs): a copied photo costs 5 requests instead of 7; `cp -r` + sync
     /// 4.34 → 2.82, `cp` of 512 MiB + sync 2.27 → 1.31. Readers stay cached
-    /// (`keep_cache`): direct reads were measured slower (README, "Benchmark").
+    /// (`keep_cache`): direct reads were measured slower (docs/PERFORMANCE.md, "Tried and dropped").
     func writesThroughDaemon(_ file: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         guard file.isWritable else { return }
         if channel.hasDirectIOMmap { fi!.pointee.direct_io = 1 }

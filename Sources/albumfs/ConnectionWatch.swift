@@ -8,8 +8,8 @@ import Glibc
 /// stale (`notify_inval_entry`), blocked on a directory lock that a request
 /// holds while it waits for a reply the dead daemon will never send. That
 /// thread keeps /dev/fuse open, so the kernel never ends the connection, and
-/// every process that touches the mount hangs (README, "SIGKILL during a
-/// name invalidation"). This watcher, a small process of its own started at
+/// every process that touches the mount hangs (docs/DESIGN.md, "A killed
+/// daemon"). This watcher, a small process of its own started at
 /// mount, sees that state (the daemon's main thread gone, /dev/fuse still
 /// open in one of its threads, twice in a row) and aborts the connection
 /// through fusectl (`/sys/fs/fuse/connections/N/abort`, writable by the

@@ -1,4 +1,4 @@
-/// The exit statuses of `albumfs`, documented in the README.
+/// The exit statuses of `albumfs`, documented in docs/GUIDE.md ("Commands") and the man page.
 enum ExitCode: Int32 {
     case success = 0
     /// fsck found problems; any other command failed while running.

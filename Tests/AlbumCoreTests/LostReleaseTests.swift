@@ -8,7 +8,7 @@ import Testing
 /// RELEASE reaches the daemon, and an unmount right after it (`cp … &&
 /// fusermount3 -u`) ends the connection with the RELEASE still queued; so
 /// does a crash. The next mount then finds the asset marked as being
-/// written and takes its state from the data (SEMANTICS.md § Crash safety).
+/// written and takes its state from the data (SEMANTICS.md § Durability and safety).
 /// What it takes must be exactly what the last `stat` showed: the size and
 /// the mtime (rsync compares both), whatever came last — a write, an explicit
 /// mtime, a truncate, or nothing at all.
