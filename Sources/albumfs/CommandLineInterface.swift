@@ -31,16 +31,23 @@ enum CommandLineInterface {
         Command(name: "unmount", aliases: ["umount"], usage: "unmount MOUNTPOINT") { a throws(CommandFailure) in try UnmountCommand(parsing: a).run() },
         // Not for users: stores for the benchmark and scale tests (MakeStoreCommand),
         // the daemon's facts worker (IsolatedFactsReader) and its watcher (ConnectionWatch).
+        Command(name: "manpage", usage: nil) { a throws(CommandFailure) in try ManPage.print(template: a) },
         Command(name: "make-store", usage: nil) { a throws(CommandFailure) in try MakeStoreCommand(parsing: a).run() },
         Command(name: "read-facts", usage: nil) { _ throws(CommandFailure) in FactsWorker.serve() },
         Command(name: "watch-connection", usage: nil) { a throws(CommandFailure) in try ConnectionWatch.run(a) },
     ]
 
-    static var usage: String {
+    /// The synopsis, a line a form: the usage text's and the man page's
+    /// (`albumfs manpage`, which scripts/install runs on dist/albumfs.1.in).
+    static var synopsis: [String] {
         var lines = commands.compactMap(\.usage) + ["--help | --version"]
         lines.insert("STORE MOUNTPOINT [-o OPT[,OPT…]]     (the form mount.fuse3 uses)", at: 1)
-        let synopsis = lines.enumerated().map { ($0 == 0 ? "usage: albumfs " : "       albumfs ") + $1 }.joined(separator: "\n")
-        return synopsis + "\n\n" + description
+        return lines
+    }
+
+    static var usage: String {
+        let text = synopsis.enumerated().map { ($0 == 0 ? "usage: albumfs " : "       albumfs ") + $1 }.joined(separator: "\n")
+        return text + "\n\n" + description
     }
 
     private static let description = """

@@ -42,6 +42,12 @@ def test_installed_files_and_a_binary_that_needs_no_toolchain(installed, tmp_pat
                env={**os.environ, "MANWIDTH": "80", "MANPAGER": "cat"}).stdout
     for word in ("SYNOPSIS", "EXIT STATUS", "FILES", "EXAMPLES", "trash_days", "albumfs stats"):
         assert word in page, f"the man page lacks {word}"
+    # One source: the page's synopsis is the one --help shows, form by form.
+    usage = run(["env", "-i", binary, "--help"], text=True).stdout
+    forms = [" ".join(line.replace("usage:", "").split("  (")[0].split()) for line in usage.split("\n\n")[0].splitlines()]
+    synopsis = " ".join(page.split("SYNOPSIS", 1)[1].split("DESCRIPTION", 1)[0].split())
+    for form in forms:
+        assert form.replace("…", "...") in synopsis, f"the man page's synopsis lacks {form!r}"
     assert f"ExecStart={binary} mount -f %f" in (installed / "lib/systemd/user/albumfs@.service").read_text()
     if shutil.which("systemd-analyze"):
         for unit in (installed / "lib/systemd/user/albumfs@.service", installed / "share/doc/albumfs/albumfs.service"):
