@@ -102,14 +102,19 @@ def test_a_reader_that_dies_costs_a_worker_not_the_mount(mount, media):
     media_dir, expected = media
     [daemon] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_daemon_of(int(p), mount)]
     sparse = mount.roll / "big.mov"
-    with open(sparse, "wb") as f:
-        f.truncate(2 * 2**30)          # 2 GiB to hash: the worker is busy long enough to be killed
+    # 1 MiB of zeros, read at once: that starts the worker. Then, with no handle open (so that no
+    # close queues the file a second time, for a read the worker would finish), 2 GiB to hash:
+    # the worker is busy long enough to be killed once it has the file open.
+    sparse.write_bytes(bytes(2**20))
+    index_wait(mount.mp)
+    [worker] = reader_workers(daemon)
+    content = f"{os.stat(sparse).st_ino:016x}"
+    os.truncate(sparse, 2 * 2**30)
     deadline = time.monotonic() + 30
-    while not (workers := reader_workers(daemon)):
-        assert time.monotonic() < deadline, "no facts worker started"
-        time.sleep(0.02)
-    for pid in workers:
-        os.kill(pid, 9)
+    while not has_open(worker, content):
+        assert time.monotonic() < deadline, "the facts worker never opened the file"
+        time.sleep(0.005)
+    os.kill(worker, 9)
     index_wait(mount.mp, timeout=HASH_4_GIB)
     assert len(os.listdir(mount.roll)) == 1
     zeros, block = hashlib.sha256(), bytes(2**20)
@@ -120,6 +125,21 @@ def test_a_reader_that_dies_costs_a_worker_not_the_mount(mount, media):
     (mount.roll / "live.jpg").write_bytes((media_dir / "live.jpg").read_bytes())
     index_wait(mount.mp)
     assert fact(mount.roll / "live.jpg", "captured") == expected["live.jpg"]["captured"]
+
+
+def has_open(pid: int, name: str) -> bool:
+    """Whether process pid has a file whose path ends with name open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").endswith("/" + name):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _is_daemon_of(pid: int, mount) -> bool:
