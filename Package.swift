@@ -38,6 +38,11 @@ let package = Package(
             providers: [.apt(["libheif-dev"])]
         ),
         .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
             name: "CCrypto",
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
@@ -47,6 +52,8 @@ let package = Package(
         .target(name: "AlbumMedia", dependencies: ["CMagic", "CExif", "CHeif", "CCrypto"]),
         // A developer's tool over AlbumMedia: facts as JSON, a benchmark, the fuzz loop.
         .executableTarget(name: "mediaprobe", dependencies: ["AlbumMedia"]),
+        // An S3 client (SigV4 signing, libcurl): the object store originals live in. No store, no FUSE.
+        .target(name: "ObjectStore", dependencies: ["CCurl", "CCrypto"]),
         // A small SQLite wrapper with no domain words in it.
         .target(name: "SQLiteKit", dependencies: ["CSQLite3"]),
         // The library model and the on-disk store. No FUSE: testable alone.
@@ -58,5 +65,6 @@ let package = Package(
         .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit"]),
         .testTarget(name: "AlbumCoreTests", dependencies: ["AlbumCore", "SQLiteKit"]),
         .testTarget(name: "AlbumMediaTests", dependencies: ["AlbumMedia"]),
+        .testTarget(name: "ObjectStoreTests", dependencies: ["ObjectStore"]),
     ]
 )

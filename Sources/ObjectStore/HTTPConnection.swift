@@ -1,0 +1,185 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CCurl
+
+/// One HTTP connection to an object store through libcurl's easy interface
+/// (kept alive between requests). Not shared between threads: each user of
+/// the store has its own.
+final class HTTPConnection {
+    enum Body {
+        case none
+        case bytes([UInt8])
+        /// `length` bytes of the file open at `descriptor`, from `offset` (read with pread).
+        case file(descriptor: Int32, offset: Int64, length: Int64)
+    }
+
+    enum Sink {
+        case memory
+        /// Written with pwrite to the file open at `descriptor`, from `offset` on.
+        case file(descriptor: Int32, offset: Int64)
+    }
+
+    struct Response {
+        let status: Int
+        /// Header names in lower case.
+        let headers: [String: String]
+        /// The body, when the sink was memory.
+        let body: [UInt8]
+        /// Bytes of body received.
+        let received: Int64
+    }
+
+    /// How long a request may go without a byte before it is given up.
+    static let stallSeconds = 30
+    static let connectSeconds = 10
+
+    private let handle: UnsafeMutableRawPointer
+    private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+
+    init() throws(ObjectStoreError) {
+        guard Self.initialized, let handle = curl_easy_init() else { throw .unreachable("libcurl cannot start") }
+        self.handle = handle
+    }
+
+    deinit { curl_easy_cleanup(handle) }
+
+    /// Sends one request and waits for its whole response.
+    func perform(method: String, url: String, headers: [(name: String, value: String)], body: Body,
+                 into sink: Sink = .memory) throws(ObjectStoreError) -> Response {
+        curl_easy_reset(handle)
+        let transfer = Transfer(body: body, sink: sink)
+        let context = Unmanaged.passRetained(transfer)
+        defer { context.release() }
+        var list: UnsafeMutablePointer<curl_slist>?
+        // No 100-continue round trip: the body follows the headers at once.
+        for header in headers.map({ "\($0.name): \($0.value)" }) + ["Expect:"] { list = curl_slist_append(list, header) }
+        defer { curl_slist_free_all(list) }
+        albumfs_curl_set_string(handle, CURLOPT_URL, url)
+        albumfs_curl_set_pointer(handle, CURLOPT_HTTPHEADER, list)
+        albumfs_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
+        albumfs_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT, Self.connectSeconds)
+        albumfs_curl_set_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
+        albumfs_curl_set_long(handle, CURLOPT_LOW_SPEED_TIME, Self.stallSeconds)
+        albumfs_curl_set_callback(handle, CURLOPT_HEADERFUNCTION, Transfer.header)
+        albumfs_curl_set_pointer(handle, CURLOPT_HEADERDATA, context.toOpaque())
+        albumfs_curl_set_callback(handle, CURLOPT_WRITEFUNCTION, Transfer.write)
+        albumfs_curl_set_pointer(handle, CURLOPT_WRITEDATA, context.toOpaque())
+        switch method {
+        case "GET": break
+        case "HEAD": albumfs_curl_set_long(handle, CURLOPT_NOBODY, 1)
+        case "PUT":
+            albumfs_curl_set_long(handle, CURLOPT_UPLOAD, 1)
+            albumfs_curl_set_offset(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(transfer.bodyLength))
+            albumfs_curl_set_callback(handle, CURLOPT_READFUNCTION, Transfer.read)
+            albumfs_curl_set_pointer(handle, CURLOPT_READDATA, context.toOpaque())
+        case "POST":
+            albumfs_curl_set_long(handle, CURLOPT_POST, 1)
+            albumfs_curl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(transfer.bodyLength))
+            albumfs_curl_set_callback(handle, CURLOPT_READFUNCTION, Transfer.read)
+            albumfs_curl_set_pointer(handle, CURLOPT_READDATA, context.toOpaque())
+        default: albumfs_curl_set_string(handle, CURLOPT_CUSTOMREQUEST, method)
+        }
+        let code = curl_easy_perform(handle)
+        if let failure = transfer.failure { throw failure }
+        guard code == CURLE_OK else {
+            throw .unreachable("\(method) \(url): \(String(cString: curl_easy_strerror(code)))")
+        }
+        var status = 0
+        albumfs_curl_response_code(handle, &status)
+        return Response(status: status, headers: transfer.headers, body: transfer.received, received: transfer.receivedCount)
+    }
+
+    /// What one request reads from and writes to, reached from libcurl's callbacks.
+    private final class Transfer {
+        let body: Body
+        let sink: Sink
+        var sent: Int64 = 0
+        var received: [UInt8] = []
+        var receivedCount: Int64 = 0
+        var headers: [String: String] = [:]
+        var failure: ObjectStoreError?
+
+        init(body: Body, sink: Sink) { (self.body, self.sink) = (body, sink) }
+
+        var bodyLength: Int64 {
+            switch body {
+            case .none: return 0
+            case .bytes(let bytes): return Int64(bytes.count)
+            case .file(_, _, let length): return length
+            }
+        }
+
+        static let read: albumfs_curl_data_callback = { buffer, size, count, context in
+            let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+            let room = size * count
+            let left = Int(transfer.bodyLength - transfer.sent)
+            let n = min(room, left)
+            guard n > 0, let buffer else { return 0 }
+            switch transfer.body {
+            case .none: return 0
+            case .bytes(let bytes):
+                bytes.withUnsafeBytes { raw in
+                    UnsafeMutableRawPointer(buffer).copyMemory(from: raw.baseAddress! + Int(transfer.sent), byteCount: n)
+                }
+                transfer.sent += Int64(n)
+                return n
+            case .file(let descriptor, let offset, _):
+                let got = pread(descriptor, buffer, n, off_t(offset + transfer.sent))
+                guard got > 0 else {
+                    transfer.failure = .local("reading the file to upload: \(got < 0 ? String(cString: strerror(errno)) : "it is shorter than said")")
+                    return Int(CURL_READFUNC_ABORT)
+                }
+                transfer.sent += Int64(got)
+                return got
+            }
+        }
+
+        static let write: albumfs_curl_data_callback = { data, size, count, context in
+            let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+            let n = size * count
+            guard let data, n > 0 else { return 0 }
+            switch transfer.sink {
+            case .memory:
+                transfer.received += UnsafeRawBufferPointer(start: data, count: n)
+            case .file(let descriptor, let offset):
+                var done = 0
+                while done < n {
+                    let wrote = pwrite(descriptor, data + done, n - done, off_t(offset + transfer.receivedCount + Int64(done)))
+                    if wrote < 0 && errno == EINTR { continue }
+                    guard wrote > 0 else {
+                        transfer.failure = .local("writing what was fetched: \(String(cString: strerror(errno)))")
+                        return 0
+                    }
+                    done += wrote
+                }
+            }
+            transfer.receivedCount += Int64(n)
+            return n
+        }
+
+        static let header: albumfs_curl_data_callback = { data, size, count, context in
+            let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+            let n = size * count
+            guard let data else { return n }
+            let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
+            if line.hasPrefix("HTTP/") { transfer.headers = [:] }   // a new response (after a redirect or 100)
+            if let colon = line.firstIndex(of: ":") {
+                let name = line[..<colon].lowercased()
+                let value = line[line.index(after: colon)...].trimmingCharactersOfLine
+                transfer.headers[name] = value
+            }
+            return n
+        }
+    }
+}
+
+extension Substring {
+    /// Without the blanks and the CR LF around it.
+    var trimmingCharactersOfLine: String {
+        var s = self
+        while let first = s.first, first == " " || first == "\t" { s.removeFirst() }
+        while let last = s.last, last == " " || last == "\t" || last == "\r" || last == "\n" || last == "\r\n" { s.removeLast() }
+        return String(s)
+    }
+}

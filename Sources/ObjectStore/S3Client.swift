@@ -1,0 +1,177 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What an object is, as a listing or a HEAD says.
+public struct ObjectInfo: Sendable, Equatable {
+    /// The key under the location's prefix (the prefix taken off).
+    public let key: String
+    public let size: Int64
+    public let etag: String
+    /// `x-amz-meta-*` (HEAD only), names in lower case without the prefix.
+    public var metadata: [String: String] = [:]
+}
+
+/// The S3 requests albumfs makes, signed with SigV4, over one kept-alive
+/// connection. Not for sharing between threads: each worker has its own.
+public final class S3Client {
+    public let location: RemoteLocation
+    private let signer: SigV4
+    private let connection: HTTPConnection
+    /// The clock signatures use (tests set it; S3 refuses one 15 minutes off).
+    var now: () -> Int = { Int(time(nil)) }
+
+    public init(location: RemoteLocation, credentials: Credentials) throws(ObjectStoreError) {
+        self.location = location
+        self.signer = SigV4(credentials: credentials, region: location.region)
+        self.connection = try HTTPConnection()
+    }
+
+    // MARK: the bucket
+
+    /// Creates the bucket; one that exists and is ours is fine.
+    public func createBucket() throws(ObjectStoreError) {
+        let response = try send("PUT", path: bucketPath, body: .none)
+        if response.status == 409, Self.errorCode(response) == "BucketAlreadyOwnedByYou" { return }
+        try Self.check(response, "create bucket \(location.bucket)")
+    }
+
+    // MARK: objects
+
+    /// Stores `bytes` as `key`. `ifNoneMatch`: only if no object has that key
+    /// (a lost race is `.preconditionFailed`). Returns the ETag.
+    @discardableResult
+    public func put(_ key: String, bytes: [UInt8], metadata: [String: String] = [:],
+                    ifNoneMatch: Bool = false) throws(ObjectStoreError) -> String {
+        try put(key, body: .bytes(bytes), sha256: Digest.hex(Digest.sha256(bytes)), metadata: metadata, ifNoneMatch: ifNoneMatch)
+    }
+
+    /// Stores `length` bytes of the open file `descriptor` as `key`;
+    /// `sha256` is their hex SHA-256 (signed: the store checks the body against it).
+    @discardableResult
+    public func put(_ key: String, file descriptor: Int32, length: Int64, sha256: String, metadata: [String: String] = [:],
+                    ifNoneMatch: Bool = false) throws(ObjectStoreError) -> String {
+        try put(key, body: .file(descriptor: descriptor, offset: 0, length: length), sha256: sha256,
+                metadata: metadata, ifNoneMatch: ifNoneMatch)
+    }
+
+    private func put(_ key: String, body: HTTPConnection.Body, sha256: String, metadata: [String: String],
+                     ifNoneMatch: Bool) throws(ObjectStoreError) -> String {
+        var headers = metadata.sorted { $0.key < $1.key }.map { (name: "x-amz-meta-\($0.key.lowercased())", value: $0.value) }
+        if ifNoneMatch { headers.append(("If-None-Match", "*")) }
+        let response = try send("PUT", path: objectPath(key), headers: headers, body: body, payloadHash: sha256)
+        try Self.check(response, "put \(key)")
+        return response.headers["etag"].map(Self.unquote) ?? ""
+    }
+
+    /// The object's bytes (`range`: only those, as offsets from 0).
+    public func get(_ key: String, range: Range<Int64>? = nil) throws(ObjectStoreError) -> [UInt8] {
+        try get(key, range: range, into: .memory).body
+    }
+
+    /// Writes the object (or `range` of it) into `descriptor` at `offset`;
+    /// returns how many bytes came.
+    public func get(_ key: String, range: Range<Int64>? = nil, into descriptor: Int32, at offset: Int64 = 0) throws(ObjectStoreError) -> Int64 {
+        try get(key, range: range, into: .file(descriptor: descriptor, offset: offset)).received
+    }
+
+    private func get(_ key: String, range: Range<Int64>?, into sink: HTTPConnection.Sink) throws(ObjectStoreError) -> HTTPConnection.Response {
+        var headers: [(name: String, value: String)] = []
+        if let range {
+            guard !range.isEmpty else { return HTTPConnection.Response(status: 200, headers: [:], body: [], received: 0) }
+            headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"))
+        }
+        let response = try send("GET", path: objectPath(key), headers: headers, body: .none, into: sink)
+        try Self.check(response, "get \(key)")
+        return response
+    }
+
+    /// The object's size, ETag and metadata; nil when there is none.
+    public func head(_ key: String) throws(ObjectStoreError) -> ObjectInfo? {
+        let response = try send("HEAD", path: objectPath(key), body: .none)
+        if response.status == 404 { return nil }
+        try Self.check(response, "head \(key)")
+        var metadata: [String: String] = [:]
+        for (name, value) in response.headers where name.hasPrefix("x-amz-meta-") {
+            metadata[String(name.dropFirst("x-amz-meta-".count))] = value
+        }
+        return ObjectInfo(key: key, size: Int64(response.headers["content-length"] ?? "") ?? 0,
+                          etag: response.headers["etag"].map(Self.unquote) ?? "", metadata: metadata)
+    }
+
+    /// Removes the object (none there is fine, as S3 says).
+    public func delete(_ key: String) throws(ObjectStoreError) {
+        let response = try send("DELETE", path: objectPath(key), body: .none)
+        if response.status == 404 { return }
+        try Self.check(response, "delete \(key)")
+    }
+
+    /// Every object under the location's prefix + `prefix`, in key order,
+    /// `pageSize` a request (ListObjectsV2, continued until the end).
+    public func list(_ prefix: String = "", pageSize: Int = 1000) throws(ObjectStoreError) -> [ObjectInfo] {
+        var found: [ObjectInfo] = []
+        var token: String?
+        repeat {
+            var query: [(name: String, value: String)] = [("list-type", "2"), ("max-keys", String(pageSize)),
+                                                          ("prefix", location.prefix + prefix)]
+            if let token { query.append(("continuation-token", token)) }
+            let response = try send("GET", path: bucketPath, query: query, body: .none)
+            try Self.check(response, "list \(location.prefix + prefix)")
+            let xml = Substring(String(decoding: response.body, as: UTF8.self))
+            guard xml.contains("<ListBucketResult") else { throw .corrupt("a listing that is no ListBucketResult") }
+            for entry in XMLFields.elements("Contents", in: xml) {
+                guard let key = XMLFields.value("Key", in: entry), key.hasPrefix(location.prefix),
+                      let size = XMLFields.value("Size", in: entry).flatMap({ Int64($0) }) else {
+                    throw .corrupt("a listing entry without a key under the prefix or a size")
+                }
+                found.append(ObjectInfo(key: String(key.dropFirst(location.prefix.count)), size: size,
+                                        etag: Self.unquote(XMLFields.value("ETag", in: entry) ?? "")))
+            }
+            token = XMLFields.value("IsTruncated", in: xml) == "true" ? XMLFields.value("NextContinuationToken", in: xml) : nil
+        } while token != nil
+        return found
+    }
+
+    // MARK: requests
+
+    private var bucketPath: String { "/" + S3Path.encode(location.bucket, keepingSlashes: false) }
+
+    private func objectPath(_ key: String) -> String {
+        bucketPath + "/" + S3Path.encode(location.prefix + key, keepingSlashes: true)
+    }
+
+    private func send(_ method: String, path: String, query: [(name: String, value: String)] = [],
+                      headers: [(name: String, value: String)] = [], body: HTTPConnection.Body,
+                      payloadHash: String = Digest.emptySHA256,
+                      into sink: HTTPConnection.Sink = .memory) throws(ObjectStoreError) -> HTTPConnection.Response {
+        let request = SigV4.Request(method: method, path: path, query: query,
+                                    headers: headers + [("Host", location.host)], payloadHash: payloadHash)
+        let signed = signer.sign(request, at: now())
+        let queryString = query.map { "\(S3Path.encode($0.name, keepingSlashes: false))=\(S3Path.encode($0.value, keepingSlashes: false))" }
+            .joined(separator: "&")
+        let url = location.endpoint + path + (queryString.isEmpty ? "" : "?" + queryString)
+        return try connection.perform(method: method, url: url, headers: headers + signed, body: body, into: sink)
+    }
+
+    /// A response that is not a success, as the error it is.
+    private static func check(_ response: HTTPConnection.Response, _ what: String) throws(ObjectStoreError) {
+        switch response.status {
+        case 200..<300: return
+        case 403: throw .denied("\(what): \(errorCode(response) ?? "403")")
+        case 404: throw .notFound(what)
+        case 412: throw .preconditionFailed
+        default:
+            let xml = Substring(String(decoding: response.body, as: UTF8.self))
+            throw .server(status: response.status, code: XMLFields.value("Code", in: xml) ?? "",
+                          message: "\(what): " + (XMLFields.value("Message", in: xml) ?? ""))
+        }
+    }
+
+    private static func errorCode(_ response: HTTPConnection.Response) -> String? {
+        XMLFields.value("Code", in: Substring(String(decoding: response.body, as: UTF8.self)))
+    }
+
+    private static func unquote(_ etag: String) -> String {
+        etag.count >= 2 && etag.hasPrefix("\"") && etag.hasSuffix("\"") ? String(etag.dropFirst().dropLast()) : etag
+    }
+}

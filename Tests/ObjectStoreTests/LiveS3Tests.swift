@@ -1,0 +1,116 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+@testable import ObjectStore
+
+/// The S3 server the test run started (scripts/test starts a one-node Ceph
+/// RADOS Gateway on loopback with scripts/lib/radosgw and exports these).
+private let server: (endpoint: String, credentials: Credentials, region: String)? = {
+    let environment = ProcessInfo.processInfo.environment
+    guard let endpoint = environment["RADOSGW_ENDPOINT"], let key = environment["RADOSGW_ACCESS_KEY"],
+          let secret = environment["RADOSGW_SECRET_KEY"] else { return nil }
+    return (endpoint, Credentials(accessKey: key, secretKey: secret), environment["RADOSGW_REGION"] ?? "us-east-1")
+}()
+
+/// A bucket of its own for each test, under a prefix with a space and a
+/// non-ASCII letter (keys are encoded in the path and signed).
+private func client(prefix: String = "lib räume/") throws -> S3Client {
+    let server = try #require(server)
+    let bucket = "t" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    let location = try RemoteLocation(url: "s3://\(bucket)/\(prefix)", endpoint: server.endpoint, region: server.region)
+    let client = try S3Client(location: location, credentials: server.credentials)
+    try client.createBucket()
+    return client
+}
+
+@Suite("S3 against a real RADOS Gateway", .enabled(if: server != nil, "needs RADOSGW_ENDPOINT and keys: scripts/test starts one"))
+struct LiveS3Tests {
+    @Test("put, head, get (whole and a range), list, delete; metadata comes back")
+    func roundTrip() throws {
+        let s3 = try client()
+        let data = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let etag = try s3.put("a/IMG 1.jpg", bytes: data, metadata: ["asset": "17", "sha256": "x"])
+        #expect(!etag.isEmpty)
+        let info = try #require(try s3.head("a/IMG 1.jpg"))
+        #expect(info.size == 100_000 && info.etag == etag && info.metadata["asset"] == "17")
+        #expect(try s3.get("a/IMG 1.jpg") == data)
+        #expect(try s3.get("a/IMG 1.jpg", range: 10..<20) == Array(data[10..<20]))
+        #expect(try s3.list().map(\.key) == ["a/IMG 1.jpg"])
+        try s3.delete("a/IMG 1.jpg")
+        #expect(try s3.head("a/IMG 1.jpg") == nil)
+        #expect(throws: ObjectStoreError.notFound("get a/IMG 1.jpg")) { try s3.get("a/IMG 1.jpg") }
+        try s3.delete("a/IMG 1.jpg")   // gone already: fine
+    }
+
+    @Test("a file is uploaded from its descriptor and fetched into one; a wrong SHA-256 is refused by the store")
+    func files() throws {
+        let s3 = try client()
+        let path = "/tmp/albumfs-s3-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(path) }
+        let bytes = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 / 7) }
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        #expect(bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } == bytes.count)
+        let sha = Digest.hex(Digest.sha256(bytes))
+        try s3.put("big", file: fd, length: Int64(bytes.count), sha256: sha)
+        #expect(throws: ObjectStoreError.self) {
+            try s3.put("lie", file: fd, length: Int64(bytes.count), sha256: Digest.emptySHA256)
+        }
+        #expect(try s3.head("lie") == nil, "a body that does not match its signed hash was stored")
+        let out = path + ".out"
+        defer { unlink(out) }
+        let outFD = open(out, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        defer { close(outFD) }
+        #expect(try s3.get("big", into: outFD) == Int64(bytes.count))
+        var back = [UInt8](repeating: 0, count: bytes.count)
+        #expect(back.withUnsafeMutableBytes { pread(outFD, $0.baseAddress, $0.count, 0) } == bytes.count)
+        #expect(back == bytes)
+    }
+
+    @Test("a conditional put loses to an object that exists (If-None-Match)")
+    func conditionalPut() throws {
+        let s3 = try client()
+        try s3.put("lease", bytes: Array("first".utf8), ifNoneMatch: true)
+        #expect(throws: ObjectStoreError.preconditionFailed) {
+            try s3.put("lease", bytes: Array("second".utf8), ifNoneMatch: true)
+        }
+        #expect(try s3.get("lease") == Array("first".utf8))
+    }
+
+    @Test("a listing is continued past its page size, and keys outside the prefix are not listed")
+    func pagedListing() throws {
+        let s3 = try client()
+        for i in 0..<7 { try s3.put("k\(i)", bytes: [UInt8(i)]) }
+        let outside = try S3Client(location: RemoteLocation(url: "s3://\(s3.location.bucket)/other", endpoint: s3.location.endpoint,
+                                                            region: s3.location.region),
+                                   credentials: server!.credentials)
+        try outside.put("x", bytes: [1])
+        #expect(try s3.list(pageSize: 3).map(\.key) == (0..<7).map { "k\($0)" })
+        #expect(try s3.list("k1", pageSize: 3).map(\.key) == ["k1"])
+    }
+
+    @Test("wrong keys are .denied, a clock 20 minutes off too, and a closed port is .unreachable")
+    func failures() throws {
+        let s3 = try client()
+        let wrong = try S3Client(location: s3.location, credentials: Credentials(accessKey: server!.credentials.accessKey, secretKey: "wrong"))
+        #expect { try wrong.put("x", bytes: [1]) } throws: { error in
+            if case ObjectStoreError.denied = error { return true }
+            return false
+        }
+        let late = try S3Client(location: s3.location, credentials: server!.credentials)
+        late.now = { Int(time(nil)) - 20 * 60 }
+        #expect { try late.head("x") } throws: { error in
+            if case ObjectStoreError.denied = error { return true }
+            return false
+        }
+        let nowhere = try S3Client(location: RemoteLocation(url: "s3://nobucket/p", endpoint: "http://127.0.0.1:9"),
+                                   credentials: server!.credentials)
+        #expect { try nowhere.head("x") } throws: { error in
+            if case ObjectStoreError.unreachable = error { return true }
+            return false
+        }
+    }
+}
