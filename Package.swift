@@ -61,9 +61,9 @@ let package = Package(
         // The thin FUSE low-level adapter over AlbumCore.
         .target(name: "AlbumFUSE", dependencies: ["AlbumCore", "CFuse3"]),
         // The command-line entry point: one type per subcommand.
-        .executableTarget(name: "albumfs", dependencies: ["AlbumCore", "AlbumFUSE", "AlbumMedia", "CSystemd"]),
+        .executableTarget(name: "albumfs", dependencies: ["AlbumCore", "AlbumFUSE", "AlbumMedia", "ObjectStore", "CSystemd"]),
         .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit"]),
-        .testTarget(name: "AlbumCoreTests", dependencies: ["AlbumCore", "SQLiteKit"]),
+        .testTarget(name: "AlbumCoreTests", dependencies: ["AlbumCore", "SQLiteKit", "ObjectStore"]),
         .testTarget(name: "AlbumMediaTests", dependencies: ["AlbumMedia"]),
         .testTarget(name: "ObjectStoreTests", dependencies: ["ObjectStore"]),
     ]

@@ -233,6 +233,7 @@ extension Library {
             }
             if let snapshot = commit.snapshot { openFiles.committed(snapshot, held) }
         }
+        wakeRemoteSync()
     }
 
     /// Makes the file's data and metadata durable against power loss: its

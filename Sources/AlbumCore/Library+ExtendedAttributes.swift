@@ -9,6 +9,10 @@ extension Library {
     static let favoriteAttribute: Name = Array("user.albumfs.favorite".utf8)
     /// On the root: how many assets wait to be read, open writers included (0: every fact is computed).
     static let indexingAttribute: Name = Array("user.albumfs.indexing".utf8)
+    /// On the root, with a remote: how many assets wait to be uploaded, open writers included.
+    static let uploadingAttribute: Name = Array("user.albumfs.uploading".utf8)
+    /// On an asset, with a remote: `local`, `uploading` or `both` (SEMANTICS.md § Remote storage).
+    static let storageAttribute: Name = Array("user.albumfs.storage".utf8)
     /// Set on a duplicate set's directory: merges the set (Library.mergeDuplicates);
     /// read: the roll names a merge would take now, the kept one first (Library.mergePlan).
     public static let mergeAttribute: Name = Array("user.albumfs.merge".utf8)
@@ -58,6 +62,14 @@ extension Library {
             if name == Self.mergeAttribute {
                 guard case .duplicateSet = VirtualNode(id) else { throw .noAttribute }
                 return try mergePlan(shownIn: id)
+            }
+            if id == FixedNode.root, name == Self.uploadingAttribute, remote != nil {
+                // As for indexing: a file still open for writing is uploaded after its last close.
+                return Array(String(try uploadsQueued() + Int64(openFiles.filesOpenForWriting)).utf8)
+            }
+            if name == Self.storageAttribute {
+                guard let storage = try storage(of: id) else { throw .noAttribute }
+                return Array(storage.utf8)
             }
             if name == Self.favoriteAttribute {
                 guard try read({ db in try db.isFavorite(id) }) else { throw .noAttribute }

@@ -44,6 +44,10 @@ public final class Library: Sendable {
     /// under way), which sleeps, never spins: a delivery may wait up to the
     /// Invalidator's bound.
     let backgroundChanges = BlockingLock<(@Sendable (ChangeSet) -> Void)?>(nil)
+    /// The store's remote, as its database says (nil: none).
+    public let remote: RemoteConfiguration?
+    /// Uploads to it and deletes from it, once the mount attaches a backend.
+    let remoteSync = Mutex<RemoteSync?>(nil)
     /// The largest file the content directory's filesystem holds: a bigger
     /// size is refused before anything changes (EFBIG, as ext4 does).
     let largestFileSize: Int64
@@ -70,6 +74,7 @@ public final class Library: Sendable {
             do { db = try opener.open() } catch .noSpace { throw full }
         }
         self.commits = db.commits
+        self.remote = try? db.remoteConfiguration()
         self.database = BlockingLock(db)
         self.reserve = reserve
         let (content, pausePoints, openFiles) = (self.content, PausePoints(), OpenFiles())

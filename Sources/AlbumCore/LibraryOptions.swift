@@ -9,6 +9,8 @@ public struct LibraryOptions: Sendable {
     public var clockOffset: Nanoseconds
     /// Reads what each asset's content says (nil: nothing is read, no facts).
     public var factsReader: (any AssetFactsReader)?
+    /// Where background work says what went wrong (the daemon's log).
+    public var log: @Sendable (String) -> Void = { _ in }
 
     public init(trashDays: Int = 30, clockOffset: Nanoseconds = 0, factsReader: (any AssetFactsReader)? = nil) {
         self.trashDays = trashDays

@@ -115,6 +115,7 @@ extension Mutation {
         try db.removeDeletedAsset(id)
         try db.deleteNode(id)
         try db.schedulePurge(id)
+        try db.forgetRemote(of: id)
         purged.append(id)
         // No attribute invalidation: every name it had is invalidated above,
         // and a node that is gone has no attributes to refresh.

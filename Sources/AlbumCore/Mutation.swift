@@ -150,6 +150,8 @@ extension Library {
             result = try attempt()
         }
         freeData(of: result.2)
+        // A purge may owe the bucket a delete.
+        if !result.2.isEmpty { wakeRemoteSync() }
         return (result.0, result.1)
     }
 }

@@ -236,8 +236,11 @@ extension Database {
         try statement("INSERT OR IGNORE INTO unfinished_writes(id) VALUES (?1)").bind(.int(id)).run()
     }
 
+    /// The end of a write: the mark goes, and with a remote the asset's data
+    /// joins the upload queue, in the same transaction (SEMANTICS.md § Remote storage).
     func endWrite(_ id: NodeID) throws {
         try statement("DELETE FROM unfinished_writes WHERE id = ?1").bind(.int(id)).run()
+        try queueUpload(id)
     }
 
     /// Whether `id` is marked as being written (its data may be ahead of its row).

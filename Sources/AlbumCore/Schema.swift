@@ -214,6 +214,36 @@ enum Schema {
                 CREATE INDEX asset_facts_raw ON asset_facts(asset) WHERE raw = 1;
                 """)
         },
+        .init("originals in an S3 bucket: the remote, the upload queue, the objects, the deletes") { db in
+            try db.execute("""
+                -- The store's remote, if it has one: where its originals are
+                -- uploaded (SEMANTICS.md § Remote storage). Keys are never here.
+                CREATE TABLE remote(
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    url TEXT NOT NULL,
+                    endpoint TEXT NOT NULL,
+                    region TEXT NOT NULL,
+                    profile TEXT
+                );
+                -- Assets whose data is to be uploaded, in the order their last
+                -- write ended (a re-queue takes a new rowid). Committed with that
+                -- end, so a crash loses none; gone with the asset's purge.
+                CREATE TABLE upload_queue(asset INTEGER NOT NULL UNIQUE);
+                -- What the bucket holds of each asset: the SHA-256 that names its
+                -- object, and the data's size and mtime when it was read for it
+                -- (the object is this asset's data while they still match).
+                CREATE TABLE remote_objects(
+                    asset INTEGER PRIMARY KEY,
+                    sha256 TEXT NOT NULL,
+                    size INTEGER NOT NULL,
+                    data_mtime INTEGER NOT NULL
+                );
+                CREATE INDEX remote_objects_by_sha256 ON remote_objects(sha256);
+                -- Objects no asset needs any more, to delete (journaled like
+                -- pending_purges: committed with the purge that freed them).
+                CREATE TABLE remote_deletes(sha256 TEXT PRIMARY KEY);
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

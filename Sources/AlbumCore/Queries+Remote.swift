@@ -1,0 +1,104 @@
+import SQLiteKit
+
+/// The SQL of the store's remote (SEMANTICS.md § Remote storage): its
+/// configuration, the upload queue, what the bucket holds, the deletes owed.
+/// Callers hold the library's database lock.
+extension Database {
+    // MARK: the remote
+
+    func remoteConfiguration() throws -> RemoteConfiguration? {
+        try statement("SELECT url, endpoint, region, profile FROM remote WHERE id = 1")
+            .first { RemoteConfiguration(url: $0.text(0), endpoint: $0.text(1), region: $0.text(2), profile: $0.optionalText(3)) }
+    }
+
+    func setRemoteConfiguration(_ remote: RemoteConfiguration) throws {
+        try statement("INSERT OR REPLACE INTO remote(id, url, endpoint, region, profile) VALUES (1, ?1, ?2, ?3, ?4)")
+            .bind(.text(remote.url), .text(remote.endpoint), .text(remote.region), remote.profile.map { .text($0) } ?? .null).run()
+    }
+
+    // MARK: the upload queue
+
+    /// Queues an asset's data for upload (again: at the end of the queue),
+    /// when the store has a remote and `id` is an asset.
+    func queueUpload(_ id: NodeID) throws {
+        try statement("""
+            INSERT OR REPLACE INTO upload_queue(asset) SELECT ?1 WHERE EXISTS (SELECT 1 FROM remote)
+            AND EXISTS (SELECT 1 FROM nodes WHERE id = ?1 AND kind = \(NodeKind.asset.rawValue))
+            """).bind(.int(id)).run()
+    }
+
+    /// Every asset, queued (`albumfs remote attach`, an existing library).
+    func queueEveryAsset() throws {
+        try execute("INSERT OR IGNORE INTO upload_queue(asset) SELECT id FROM nodes WHERE kind = \(NodeKind.asset.rawValue) ORDER BY id")
+    }
+
+    /// The queued asset to upload next and its place in the queue: the first
+    /// that nothing is writing.
+    func nextUpload() throws -> (asset: NodeID, ticket: Int64)? {
+        try statement("""
+            SELECT asset, rowid FROM upload_queue WHERE asset NOT IN (SELECT id FROM unfinished_writes) ORDER BY rowid LIMIT 1
+            """).first { (NodeID(bitPattern: $0.int64(0)), $0.int64(1)) }
+    }
+
+    /// Takes the asset off the queue if it was not queued again since `ticket`.
+    func uploadDone(_ asset: NodeID, ticket: Int64) throws {
+        try statement("DELETE FROM upload_queue WHERE asset = ?1 AND rowid = ?2").bind(.int(asset), .int(ticket)).run()
+    }
+
+    func isQueuedForUpload(_ asset: NodeID) throws -> Bool {
+        try statement("SELECT 1 FROM upload_queue WHERE asset = ?1").bind(.int(asset)).first { _ in true } ?? false
+    }
+
+    func uploadsQueued() throws -> Int64 {
+        try scalarInt("SELECT count(*) FROM upload_queue")
+    }
+
+    // MARK: objects
+
+    /// What the bucket holds of `asset`: (SHA-256, size, mtime of the data read).
+    func remoteObject(of asset: NodeID) throws -> (sha256: String, size: Int64, modified: Nanoseconds)? {
+        try statement("SELECT sha256, size, data_mtime FROM remote_objects WHERE asset = ?1")
+            .bind(.int(asset)).first { ($0.text(0), $0.int64(1), $0.int64(2)) }
+    }
+
+    /// Records that the bucket holds `asset`'s data as object `sha256`; the
+    /// object it had before goes to the deletes if nothing else needs it,
+    /// and this one leaves them (it is needed again).
+    func setRemoteObject(_ asset: NodeID, sha256: String, size: Int64, modified: Nanoseconds) throws {
+        let previous = try remoteObject(of: asset)?.sha256
+        try statement("INSERT OR REPLACE INTO remote_objects(asset, sha256, size, data_mtime) VALUES (?1, ?2, ?3, ?4)")
+            .bind(.int(asset), .text(sha256), .int(size), .int(modified)).run()
+        try statement("DELETE FROM remote_deletes WHERE sha256 = ?1").bind(.text(sha256)).run()
+        if let previous, previous != sha256 { try deleteObjectIfUnneeded(previous) }
+    }
+
+    /// A purged asset: off the queue, and its object to the deletes unless
+    /// another asset has the same content.
+    func forgetRemote(of asset: NodeID) throws {
+        try statement("DELETE FROM upload_queue WHERE asset = ?1").bind(.int(asset)).run()
+        guard let sha256 = try remoteObject(of: asset)?.sha256 else { return }
+        try statement("DELETE FROM remote_objects WHERE asset = ?1").bind(.int(asset)).run()
+        try deleteObjectIfUnneeded(sha256)
+    }
+
+    private func deleteObjectIfUnneeded(_ sha256: String) throws {
+        try statement("""
+            INSERT OR IGNORE INTO remote_deletes(sha256) SELECT ?1
+            WHERE NOT EXISTS (SELECT 1 FROM remote_objects WHERE sha256 = ?1)
+            """).bind(.text(sha256)).run()
+    }
+
+    /// An object owed a delete, if any (the oldest).
+    func nextRemoteDelete() throws -> String? {
+        try statement("SELECT sha256 FROM remote_deletes ORDER BY rowid LIMIT 1").first { $0.text(0) }
+    }
+
+    /// Whether an asset still needs object `sha256` (then its delete is dropped).
+    func isObjectNeeded(_ sha256: String) throws -> Bool {
+        try statement("SELECT 1 FROM remote_objects WHERE sha256 = ?1").bind(.text(sha256)).first { _ in true } ?? false
+    }
+
+    func remoteDeleteDone(_ sha256: String) throws {
+        try statement("DELETE FROM remote_deletes WHERE sha256 = ?1").bind(.text(sha256)).run()
+    }
+}

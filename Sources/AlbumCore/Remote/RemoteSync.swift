@@ -1,0 +1,134 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import SQLiteKit
+import Synchronization
+
+/// Uploads the queued originals and deletes the objects no asset needs, one
+/// at a time, on a thread of its own (SEMANTICS.md § Remote storage). Nothing
+/// a request does waits for it. Each step is journaled in the database: an
+/// upload is taken off the queue only after the bucket has the object, in a
+/// transaction that also records it, so a crash anywhere repeats the step
+/// (an object named by its content is never stored twice). Deletes and
+/// uploads never run at once: an object is deleted only while no asset
+/// needs it, and one that becomes needed again leaves the deletes first.
+///
+/// A failure (unreachable, refused, the data changed while it was read) is
+/// retried after a pause that doubles up to a minute, for as long as it
+/// takes; nothing is dropped.
+final class RemoteSync: Sendable {
+    private let backend: any ObjectBackend
+    private let wakeUp = DispatchSemaphore(value: 0)
+    private let stopped = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    /// The last failure, for `albumfs stats` and the log (nil: the last step worked).
+    let lastError = Mutex<String?>(nil)
+    static let longestPause: Double = 60
+
+    init(backend: any ObjectBackend) {
+        self.backend = backend
+    }
+
+    /// Starts the worker for `library` (which it does not keep alive).
+    func start(for library: Library) {
+        // One long-running block on a queue of its own (a thread of its own
+        // for the mount's life), at utility priority: background work.
+        DispatchQueue(label: "albumfs.remote", qos: .utility).async { [self, weak library] in
+            run { library }
+            finished.signal()
+        }
+    }
+
+    /// Something was queued: look now.
+    func wake() { wakeUp.signal() }
+
+    /// At the end of a mount: no step starts after this, and no step's result
+    /// is written after it returns (a step still under way after `timeout`
+    /// finds the worker stopped when it takes the database lock; what it did
+    /// in the bucket is done again, idempotently, at the next mount).
+    func stop(timeout: Double) {
+        stopped.store(true, ordering: .releasing)
+        wakeUp.signal()
+        _ = finished.wait(timeout: .now() + timeout)
+    }
+
+    var isStopped: Bool { stopped.load(ordering: .acquiring) }
+
+    /// `library()`: the library while it lives (never kept alive by the
+    /// worker, not even while it waits).
+    private func run(_ library: () -> Library?) {
+        var pause = 1.0
+        while !isStopped {
+            guard let outcome = library().map({ step($0) }) else { return }
+            switch outcome {
+            case .did:
+                pause = 1
+                lastError.withLock { $0 = nil }
+            case .idle:
+                lastError.withLock { $0 = nil }
+                _ = wakeUp.wait(timeout: .now() + 30)
+            case .failed(let why):
+                let first = lastError.withLock { last in defer { last = why }; return last != why }
+                if first { library()?.options.log("remote: \(why) (retrying, at most every \(Int(Self.longestPause)) s)") }
+                _ = wakeUp.wait(timeout: .now() + pause)
+                pause = min(pause * 2, Self.longestPause)
+            }
+        }
+    }
+
+    private enum Outcome { case did, idle, failed(String) }
+
+    /// One delete owed, else one upload queued.
+    private func step(_ library: Library) -> Outcome {
+        do {
+            if let sha256 = try library.read({ db in try db.nextRemoteDelete() }) {
+                return try delete(sha256, library)
+            }
+            guard let (asset, ticket) = try library.read({ db in try db.nextUpload() }) else { return .idle }
+            return try upload(asset, ticket: ticket, library)
+        } catch {
+            return .failed("\(error)")
+        }
+    }
+
+    private func delete(_ sha256: String, _ library: Library) throws -> Outcome {
+        if try !library.read({ db in try db.isObjectNeeded(sha256) }) {
+            try backend.remove(sha256: sha256)
+        }
+        try record(library) { db in
+            // Needed again meanwhile (an upload of the same content): its
+            // record took it off the deletes already; else it is done.
+            if try !db.isObjectNeeded(sha256) { try db.remoteDeleteDone(sha256) }
+        }
+        return .did
+    }
+
+    private func upload(_ asset: NodeID, ticket: Int64, _ library: Library) throws -> Outcome {
+        guard let descriptor = try? library.content.open(asset, writable: false) else {
+            // Gone (purged: its purge took it off the queue), or no data.
+            try record(library) { db in if try db.kind(of: asset) == nil { try db.uploadDone(asset, ticket: ticket) } }
+            return .did
+        }
+        defer { close(descriptor) }
+        guard let before = ContentStamp(descriptor: descriptor) else { return .failed("asset \(asset): cannot stat its data") }
+        let sha256 = try backend.store(descriptor, length: before.size)
+        guard ContentStamp(descriptor: descriptor) == before else { return .failed("asset \(asset) changed while it was uploaded") }
+        try record(library) { db in
+            // Only what the row still says: a write since then queued it again.
+            guard let row = try db.attributes(of: asset), row.size == before.size, try !db.isBeingWritten(asset) else { return }
+            try db.setRemoteObject(asset, sha256: sha256, size: before.size, modified: before.modified)
+            try db.uploadDone(asset, ticket: ticket)
+        }
+        return .did
+    }
+
+    /// Writes a step's result, unless the worker was stopped (the store may be
+    /// released as soon as `stop` returns).
+    private func record(_ library: Library, _ body: (Database) throws -> Void) throws {
+        try library.write { db in
+            guard !isStopped else { return }
+            try body(db)
+        }
+    }
+}

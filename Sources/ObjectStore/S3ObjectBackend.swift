@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CCrypto
+
+/// A bucket of originals named by their content: `PREFIX/objects/AB/ABCD…`,
+/// the hex SHA-256 of the bytes. Storing what is there already costs a HEAD,
+/// so an upload repeated after a crash never makes a second object, and
+/// identical photos share one. (AlbumCore's ObjectBackend, conformed to by
+/// the daemon.) One request at a time: the client is behind a lock.
+public final class S3ObjectBackend: @unchecked Sendable {
+    private let client: S3Client
+    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    public init(location: RemoteLocation, credentials: Credentials) throws(ObjectStoreError) {
+        client = try S3Client(location: location, credentials: credentials)
+        pthread_mutex_init(lock, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(lock)
+        lock.deallocate()
+    }
+
+    public static func key(of sha256: String) -> String { "objects/\(sha256.prefix(2))/\(sha256)" }
+
+    /// Stores the `length` bytes at `descriptor` unless the object of that
+    /// content is there with that size; returns the content's SHA-256.
+    public func store(_ descriptor: Int32, length: Int64) throws -> String {
+        let sha256 = try FileDigest.sha256(of: descriptor, length: length)
+        try locked { () throws(ObjectStoreError) in
+            let key = Self.key(of: sha256)
+            if let existing = try client.head(key), existing.size == length { return }
+            try client.put(key, file: descriptor, length: length, sha256: sha256)
+        }
+        return sha256
+    }
+
+    public func remove(sha256: String) throws {
+        try locked { () throws(ObjectStoreError) in try client.delete(Self.key(of: sha256)) }
+    }
+
+    /// Makes the bucket if it is not there (`albumfs init --remote`), which
+    /// also proves the endpoint and the keys.
+    public func createBucket() throws(ObjectStoreError) {
+        try locked { () throws(ObjectStoreError) in try client.createBucket() }
+    }
+
+    private func locked<T>(_ body: () throws(ObjectStoreError) -> T) throws(ObjectStoreError) -> T {
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        return try body()
+    }
+}
+
+/// The SHA-256 of a file's first `length` bytes, read with pread in 1 MiB
+/// pieces (libcrypto's EVP digest).
+public enum FileDigest {
+    /// The hex SHA-256 of `bytes`.
+    public static func sha256(of bytes: [UInt8]) -> String { Digest.hex(Digest.sha256(bytes)) }
+
+    public static func sha256(of descriptor: Int32, length: Int64) throws(ObjectStoreError) -> String {
+        guard let context = EVP_MD_CTX_new() else { throw .local("libcrypto cannot start a digest") }
+        defer { EVP_MD_CTX_free(context) }
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset: Int64 = 0
+        while offset < length {
+            let want = Int(min(Int64(buffer.count), length - offset))
+            let got = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, want, off_t(offset)) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { throw .local("reading the file to upload: \(got < 0 ? String(cString: strerror(errno)) : "it is shorter than its size")") }
+            buffer.withUnsafeBytes { _ = EVP_DigestUpdate(context, $0.baseAddress, got) }
+            offset += Int64(got)
+        }
+        var digest = [UInt8](repeating: 0, count: 32)
+        var size: UInt32 = 0
+        EVP_DigestFinal_ex(context, &digest, &size)
+        return Digest.hex(digest)
+    }
+}

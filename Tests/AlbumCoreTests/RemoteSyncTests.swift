@@ -1,0 +1,142 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+@testable import AlbumCore
+import ObjectStore
+
+extension S3ObjectBackend: ObjectBackend {}
+
+/// The RADOS Gateway scripts/test started (scripts/lib/radosgw).
+private let gateway: (endpoint: String, credentials: Credentials)? = {
+    let environment = ProcessInfo.processInfo.environment
+    guard let endpoint = environment["RADOSGW_ENDPOINT"], let key = environment["RADOSGW_ACCESS_KEY"],
+          let secret = environment["RADOSGW_SECRET_KEY"] else { return nil }
+    return (endpoint, Credentials(accessKey: key, secretKey: secret))
+}()
+
+/// A store with a remote in a bucket of its own, and a client of the test's
+/// own to look into the bucket (not albumfs').
+private struct RemoteFixture {
+    let store: TestStore
+    let remote: RemoteConfiguration
+    let bucket: S3Client
+
+    init(trashDays: Int = 30, endpoint: String? = nil) throws {
+        let gateway = try #require(gateway)
+        let name = "r" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        remote = RemoteConfiguration(url: "s3://\(name)/lib", endpoint: endpoint ?? gateway.endpoint, region: "us-east-1", profile: nil)
+        bucket = try S3Client(location: RemoteLocation(url: remote.url, endpoint: gateway.endpoint), credentials: gateway.credentials)
+        try bucket.createBucket()
+        store = try TestStore(options: LibraryOptions(trashDays: trashDays))
+        try store.library.setRemote(remote, everyAsset: false)
+        store.close()
+        try store.reopen()
+    }
+
+    func backend() throws -> S3ObjectBackend {
+        try S3ObjectBackend(location: RemoteLocation(url: remote.url, endpoint: remote.endpoint), credentials: gateway!.credentials)
+    }
+
+    func start() throws { store.library.startRemoteSync(try backend()) }
+
+    /// Uploads are eventual (SEMANTICS.md § Remote storage): polled, bounded.
+    func synced(timeout: Double = 30, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while (try? store.library.uploadsQueued()) != 0 && Date() < deadline { usleep(20_000) }
+        #expect(try store.library.uploadsQueued() == 0, "uploads still queued after \(timeout) s", sourceLocation: sourceLocation)
+    }
+
+    func objects() throws -> [String: [UInt8]] {
+        var found: [String: [UInt8]] = [:]
+        for object in try bucket.list("objects/") { found[object.key] = try bucket.get(object.key) }
+        return found
+    }
+
+    func storage(_ id: NodeID) -> String? {
+        (try? store.library.extendedAttribute(id, Array("user.albumfs.storage".utf8))).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    static func key(_ bytes: [UInt8]) -> String {
+        S3ObjectBackend.key(of: FileDigest.sha256(of: bytes))
+    }
+}
+
+@Suite("Remote storage: originals uploaded to a real RADOS Gateway", .serialized,
+       .enabled(if: gateway != nil, "needs RADOSGW_ENDPOINT and keys: scripts/test starts one"))
+struct RemoteSyncTests {
+    @Test("every closed original lands in the bucket under its content's name; identical ones share an object")
+    func uploads() throws {
+        let f = try RemoteFixture()
+        let a = try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("photo A"))
+        let b = try f.store.createFile(TestStore.roll, "b.jpg", contents: bytes("photo B"))
+        let twin = try f.store.createFile(TestStore.roll, "twin.jpg", contents: bytes("photo A"))
+        #expect(f.storage(a) == "uploading")
+        #expect(try f.store.library.extendedAttribute(TestStore.root, Array("user.albumfs.uploading".utf8)) == Array("3".utf8))
+        try f.start()
+        try f.synced()
+        #expect(try f.objects() == [RemoteFixture.key(bytes("photo A")): bytes("photo A"),
+                                    RemoteFixture.key(bytes("photo B")): bytes("photo B")])
+        #expect([a, b, twin].map(f.storage) == ["both", "both", "both"])
+        f.store.library.stopRemoteSync()
+    }
+
+    @Test("an edit uploads the new content and deletes the old object once nothing needs it")
+    func edits() throws {
+        let f = try RemoteFixture()
+        try f.start()
+        let a = try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("first"))
+        try f.synced()
+        try f.store.write(a, bytes("second version"))
+        try f.synced()
+        // The delete comes after the upload, on the same worker: wait for it (eventual too).
+        let deadline = Date().addingTimeInterval(30)
+        while (try? f.objects().count) != 1 && Date() < deadline { usleep(20_000) }
+        #expect(try f.objects() == [RemoteFixture.key(bytes("second version")): bytes("second version")])
+        #expect(f.storage(a) == "both")
+        f.store.library.stopRemoteSync()
+    }
+
+    @Test("a purge deletes the object only once no asset with the same content is left")
+    func purges() throws {
+        let f = try RemoteFixture(trashDays: 0)
+        try f.start()
+        try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("same"))
+        try f.store.createFile(TestStore.roll, "b.jpg", contents: bytes("same"))
+        try f.synced()
+        let key = RemoteFixture.key(bytes("same"))
+        try f.store.unlink(TestStore.roll, "a.jpg")
+        try f.store.createFile(TestStore.roll, "c.jpg", contents: bytes("other"))
+        try f.synced()   // the worker ran past any delete owed
+        #expect(try f.bucket.head(key) != nil, "an object another asset needs was deleted")
+        try f.store.unlink(TestStore.roll, "b.jpg")
+        let deadline = Date().addingTimeInterval(30)
+        while (try? f.bucket.head(key)) != nil && Date() < deadline { usleep(20_000) }
+        #expect(try f.bucket.head(key) == nil, "the last asset's purge left its object")
+        f.store.library.stopRemoteSync()
+    }
+
+    @Test("an unreachable store keeps every upload queued (never dropped), and they go once it answers")
+    func unreachable() throws {
+        let f = try RemoteFixture(endpoint: "http://127.0.0.1:9")
+        try f.start()
+        let a = try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("kept"))
+        let deadline = Date().addingTimeInterval(30)
+        while f.store.library.lastRemoteError == nil && Date() < deadline { usleep(20_000) }
+        #expect(f.store.library.lastRemoteError?.contains("unreachable") == true)
+        #expect(try f.store.library.uploadsQueued() == 1)
+        #expect(f.storage(a) == "uploading")
+        // Everything else goes on: a rename, a new file, a delete.
+        try f.store.rename(TestStore.roll, "a.jpg", to: TestStore.roll, "b.jpg")
+        try f.store.createFile(TestStore.roll, "c.jpg", contents: bytes("more"))
+        f.store.library.stopRemoteSync()
+        // The store is back (the same bucket through the endpoint that answers).
+        let library = try f.store.reopen()
+        library.startRemoteSync(try S3ObjectBackend(location: RemoteLocation(url: f.remote.url, endpoint: gateway!.endpoint),
+                                                    credentials: gateway!.credentials))
+        try f.synced()
+        #expect(Set(try f.objects().values.map { String(decoding: $0, as: UTF8.self) }) == ["kept", "more"])
+        library.stopRemoteSync()
+    }
+}
