@@ -10,14 +10,21 @@ import os
 import random
 import re
 import shutil
-import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# The mount table, the daemon's processes and the mount supervisor are shared with the bench.
+sys.path.insert(0, str(REPO_ROOT / "scripts" / "lib"))
+from albumfs_mount import (  # noqa: E402,F401  (re-exported for the tests)
+    abort_fuse_connection, ensure_fusectl, fuse_connection_abort_file, is_mounted, mount_entries,
+    mount_entry, pids_mentioning, proc_status_kib, stop_background_mount, thread_stacks,
+)
 
 # Every subprocess a test starts gets this timeout unless it asks for another.
 TIMEOUT = 120
@@ -142,109 +149,6 @@ def attempt(cmd, tmp_path, mps, *, wait: float = REFUSAL_WAIT):
     return rc, err_path.read_bytes(), mounted
 
 
-# --- mount table ------------------------------------------------------------
-
-
-def _unescape_mount_field(s: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
-
-
-def mount_entries() -> list[tuple[str, str, str, str]]:
-    """(source, mount point, type, options) of every line in /proc/mounts."""
-    out = []
-    with open("/proc/mounts", encoding="utf-8", errors="surrogateescape") as f:
-        for line in f:
-            fields = line.split(" ")
-            if len(fields) >= 4:
-                out.append(tuple(_unescape_mount_field(x) for x in fields[:4]))
-    return out
-
-
-def mount_entry(mp) -> tuple[str, str, str, str] | None:
-    mp = os.path.abspath(os.fspath(mp))
-    found = None
-    for entry in mount_entries():
-        if entry[1] == mp:
-            found = entry  # the last one is the top of the stack
-    return found
-
-
-def is_mounted(mp) -> bool:
-    return mount_entry(mp) is not None
-
-
-def fuse_connection_abort_file(mp) -> str | None:
-    """/sys/fs/fuse/connections/N/abort of the mount at mp, if fusectl is mounted.
-
-    Found through /proc/self/mountinfo, so it never touches the (maybe hung) mount."""
-    mp = os.path.abspath(os.fspath(mp))
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-            for line in f:
-                fields = line.split(" ")
-                if len(fields) > 4 and _unescape_mount_field(fields[4]) == mp:
-                    major, minor = (int(x) for x in fields[2].split(":"))
-                    path = f"/sys/fs/fuse/connections/{(major << 20) | minor}/abort"
-                    return path if os.path.exists(path) else None
-    except OSError:
-        pass
-    return None
-
-
-def ensure_fusectl() -> bool:
-    """Mount fusectl on /sys/fs/fuse/connections when it is not (as root); True if it is there.
-
-    Systems with systemd mount it at boot; containers often do not."""
-    if any(e[2] == "fusectl" for e in mount_entries()):
-        return True
-    if os.geteuid() != 0 or not os.path.isdir("/sys/fs/fuse/connections"):
-        return False
-    try:
-        subprocess.run(["mount", "-t", "fusectl", "fusectl", "/sys/fs/fuse/connections"],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return any(e[2] == "fusectl" for e in mount_entries())
-
-
-def abort_fuse_connection(abort_file: str | None) -> bool:
-    """Write 1 to a fusectl abort file: every request of that connection fails with ENOTCONN."""
-    if not abort_file:
-        return False
-    try:
-        with open(abort_file, "w") as f:
-            f.write("1")
-        return True
-    except OSError:
-        return False
-
-
-def thread_stacks(pid: int) -> str:
-    """State, wait channel and kernel stack of every thread of a process (for hang reports)."""
-    out = []
-    try:
-        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
-    except OSError:
-        return f"(no /proc/{pid})"
-    for tid in tids:
-        base = f"/proc/{pid}/task/{tid}"
-        try:
-            with open(f"{base}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-            with open(f"{base}/wchan") as f:
-                wchan = f.read().strip()
-            try:
-                with open(f"{base}/stack") as f:
-                    stack = "".join("      " + line for line in f.readlines()[:8])
-            except OSError:
-                stack = ""
-        except OSError:
-            continue
-        out.append(f"  thread {tid} state {state} wchan {wchan}\n{stack}".rstrip())
-    return "\n".join(out)
-
-
 # --- files and directories --------------------------------------------------
 
 
@@ -343,15 +247,26 @@ def all_entries(mp, *, deleted: bool = False) -> dict[bytes, int]:
     return out
 
 
-def sha256_file(path, bufsize: int = MiB) -> str:
+def sha256(what, bufsize: int = MiB) -> str:
+    """SHA-256 (64 lowercase hex digits) of bytes, or of the file a path (str or os.PathLike)
+    names, read `bufsize` at a time."""
+    if isinstance(what, (bytes, bytearray, memoryview)):
+        return hashlib.sha256(what).hexdigest()
+    return read_digest(what, bufsize)[1]
+
+
+def read_digest(path, bufsize: int = MiB) -> tuple[int, str]:
+    """(bytes read, SHA-256) of a whole file, read `bufsize` at a time."""
     h = hashlib.sha256()
+    n = 0
     with open(path, "rb", buffering=0) as f:
         while True:
             b = f.read(bufsize)
             if not b:
                 break
+            n += len(b)
             h.update(b)
-    return h.hexdigest()
+    return n, h.hexdigest()
 
 
 def user_xattrs(path) -> dict[str, bytes]:
@@ -496,28 +411,9 @@ def wait_all(procs, timeout: float, mount, what: str = "workers") -> None:
 
 def vm_hwm_kib(pid: int) -> int:
     """Peak resident set size (VmHWM) of a process, in KiB."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
-
-
-def stop_background_mount(mp, store, timeout: float = 10.0) -> list[int]:
-    """Unmount a mount made outside the fixtures (fusermount3 -u, then -uz), wait up to
-    `timeout` for every process naming `store` to end, kill -9 the ones still there, and return
-    their pids (a test asserts the list is empty: the daemon must go by itself)."""
-    for flag in ("-u", "-uz"):
-        if is_mounted(mp):
-            run(["fusermount3", flag, mp], check=False, timeout=30)
-    deadline = time.monotonic() + timeout
-    while pids_mentioning(os.fspath(store)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = pids_mentioning(os.fspath(store))
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    return left
+    kib = proc_status_kib(pid, "VmHWM")
+    assert kib is not None, f"no VmHWM in /proc/{pid}/status"
+    return kib
 
 
 def proc_io(pid: int) -> dict[str, int]:
@@ -541,23 +437,6 @@ def daemon_children(daemon_pid: int, subcommand: bytes) -> list[tuple[int, list[
             if ppid == daemon_pid and subcommand in argv:
                 found.append((int(entry), argv))
     return found
-
-
-def pids_mentioning(text: str) -> list[int]:
-    """Pids of processes (other than this one) with text inside one of their arguments."""
-    want = os.fsencode(text)
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(want in a for a in argv):
-            out.append(int(d))
-    return out
 
 
 def rsync_files_transferred(stats_output: str) -> int:

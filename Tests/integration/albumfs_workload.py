@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
 import itertools
 import os
 import random
@@ -22,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from albumfs_testlib import write
+from albumfs_testlib import read_digest, sha256, write
 
 WORKERS = 4
 SHARED_ALBUMS = ["Albums/Shared0", "Albums/Shared1", "Albums/Trips/2024/Paris"]
@@ -32,10 +31,6 @@ OPS = {"create_album": 30, "create_roll": 8, "rename": 10, "move": 10, "rm_ref":
 for _op in filter(None, os.environ.get("ALBUMFS_CRASH_WITHOUT", "").split(",")):
     OPS.pop(_op.strip())   # to isolate a failure: e.g. ALBUMFS_CRASH_WITHOUT=overwrite,update
 UNIQUE = itertools.count(1)   # suffixes for new names: a name is never used twice
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # --- the model ------------------------------------------------------------------------
@@ -192,7 +187,7 @@ class Workload:
                     rel = f"{rng.choice(self._albums())}/{f.name}.jpg" if in_album else f"Camera Roll/{f.name}.jpg"
                     f.begin()
                     ino = self._write_new(self.p(rel), data, rng)
-                    f.done(State(paths=(rel,), ino=ino, sha=sha(data), in_album=in_album))
+                    f.done(State(paths=(rel,), ino=ino, sha=sha256(data), in_album=in_album))
                 elif op in ("rename", "move", "rm_ref", "overwrite", "update") and album_files:
                     f = rng.choice(album_files)
                     s = f.state
@@ -222,7 +217,7 @@ class Workload:
                             self._write_all(fd, data, rng)
                         finally:
                             os.close(fd)
-                        f.done(State(paths=(rel,), ino=s.ino, sha=sha(data), gone=s.gone, absent=s.absent))
+                        f.done(State(paths=(rel,), ino=s.ino, sha=sha256(data), gone=s.gone, absent=s.absent))
                     else:  # update: write a temporary next to it, rename it over (rsync, editors)
                         data = self._data(rng)
                         tmp = f"{album}/.{base}.{next(UNIQUE)}.tmp"
@@ -230,7 +225,7 @@ class Workload:
                         new_ino = self._write_new(self.p(tmp), data, rng)
                         os.rename(self.p(tmp), self.p(rel))
                         gone = s.gone + ((s.ino,) if s.ino is not None else ())
-                        f.done(State(paths=(rel,), ino=new_ino, sha=sha(data), gone=gone,
+                        f.done(State(paths=(rel,), ino=new_ino, sha=sha256(data), gone=gone,
                                      absent=s.absent + (tmp,)))
                 elif op in ("ln", "rm_link", "delete") and roll_files:
                     f = rng.choice(roll_files)
@@ -311,7 +306,7 @@ class Workload:
                 name = f"cp-r{self.round}b{batch}-{i}.jpg"
                 data = self._data(rng)
                 write(os.path.join(src, name), data)
-                files[name] = sha(data)
+                files[name] = sha256(data)
             album = rng.choice(self._albums())
             tracked = []
             for name in sorted(files):
@@ -379,19 +374,6 @@ def recently_deleted_name(mp, ino: int) -> str:
     raise AssertionError(f"inode {ino} is not in Recently Deleted")
 
 
-def read_all(path: str) -> tuple[int, str]:
-    h = hashlib.sha256()
-    n = 0
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                break
-            n += len(b)
-            h.update(b)
-    return n, h.hexdigest()
-
-
 def check_library(mp, model: Model) -> dict:
     """Everything the module docstring promises about a remounted library. Returns counts."""
     problems: list[str] = []
@@ -407,7 +389,7 @@ def check_library(mp, model: Model) -> dict:
             continue
         roll.setdefault(st.st_ino, []).append(name)
         try:
-            n, digest = read_all(p)
+            n, digest = read_digest(p)
         except OSError as e:
             problems.append(f"Camera Roll/{name}: read fails: {e}")
             continue
@@ -474,7 +456,7 @@ def check_library(mp, model: Model) -> dict:
             if st.st_ino != ino:
                 problems.append(f"{rel}: inode {st.st_ino}, want {ino}")
                 continue
-            n, digest = read_all(p)
+            n, digest = read_digest(p)
             if digest != s.sha:
                 problems.append(f"{rel}: content differs ({n} bytes, sha256 {digest[:12]}, want {s.sha[:12]})")
         if ino is not None:
@@ -489,7 +471,7 @@ def check_library(mp, model: Model) -> dict:
                 name = recently_deleted.get(ino)
                 if name is None:
                     problems.append(f"{f.name} (inode {ino}): deleted before the kill, but not in Recently Deleted")
-                elif read_all(os.path.join(deleted_dir, name))[1] != s.sha:
+                elif read_digest(os.path.join(deleted_dir, name))[1] != s.sha:
                     problems.append(f"Recently Deleted/{name}: content differs")
             elif ino in recently_deleted:
                 problems.append(f"{f.name} (inode {ino}): in Recently Deleted as {recently_deleted[ino]}, "
@@ -521,5 +503,5 @@ def setup_library(m, model: Model, rng: random.Random) -> None:
             rel = f"{rng.choice(SHARED_ALBUMS)}/{f.name}.jpg" if in_album else f"Camera Roll/{f.name}.jpg"
             write(os.path.join(m.mp, rel), data)
             f.history = [(float("-inf"), State(paths=(rel,), ino=os.lstat(os.path.join(m.mp, rel)).st_ino,
-                                               sha=sha(data), in_album=in_album))]
+                                               sha=sha256(data), in_album=in_album))]
             model.files.append(f)

@@ -42,34 +42,28 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from albumfs_testlib import (  # noqa: F401  (run is re-exported for tests)
+from albumfs_testlib import (  # noqa: F401  (run is re-exported for tests); first: it finds albumfs_mount
     ALBUMFS,
     CRASH_ITERATIONS,
     CRASH_SEED,
-    abort_fuse_connection,
     ensure_fusectl,
-    fuse_connection_abort_file,
     is_mounted,
     public_albumfs,
+    public_tmpdir,
     remove_public_albumfs,
     run,
-    thread_stacks,
 )
+from albumfs_mount import Mount as AlbumfsMount, MountError, quiet  # noqa: E402
 
 DEFAULT_TEST_TIMEOUT = 300
 # Options every mount of the run gets first, e.g. ALBUMFS_TEST_OPTIONS=nopassthrough
 # (scripts/test runs the data-path tests a second time so).
 EXTRA_MOUNT_OPTIONS = [o for o in os.environ.get("ALBUMFS_TEST_OPTIONS", "").split(",") if o]
-MOUNT_WAIT = 30.0   # no bound in the contract: room for a start-up on a loaded machine
-EXIT_WAIT = 10.0
 
 
 def pytest_configure(config):
@@ -112,40 +106,37 @@ def fuse_environment():
     remove_public_albumfs()   # the copy that other users run, if a test made it
 
 
-class Mount:
-    """One store and one mount point; the daemon runs in the foreground (-f)."""
+class Mount(AlbumfsMount):
+    """One store and one mount point; the daemon runs in the foreground (-f). The supervisor
+    itself (start, unmount, kill, cleanup) is scripts/lib/albumfs_mount.py's, shared with the
+    bench; here its errors fail the test."""
 
     def __init__(self, base: Path, store: Path | None = None, mp: Path | None = None,
                  make_store: bool = True, uid: int | None = None, env: dict | None = None):
         self.base = base
-        self.store = store if store is not None else base / "store"
-        self.mp = mp if mp is not None else base / "mnt"
-        self.log = base / "albumfs.log"
         base.mkdir(parents=True, exist_ok=True)
-        # A named store is never created by a mount (SEMANTICS.md § Durability and safety):
-        # made here with `albumfs init`, or by the first start with --create.
-        self.create_on_start = not make_store
+        mp = mp if mp is not None else base / "mnt"
+        mp.mkdir(parents=True, exist_ok=True)
         # uid: run the daemon as that user (uid = gid, no other groups), as a user's own mount.
         self.uid = uid
-        # Another user runs the copy of the binary that every user can reach (the checkout may
-        # be under a 0700 directory); root runs ALBUMFS itself.
-        self.binary = ALBUMFS if uid is None else public_albumfs()
-        # env: added to the daemon's environment (e.g. ALBUMFS_CLOCK_OFFSET).
-        self.env = dict(env or {})
-        self.mp.mkdir(parents=True, exist_ok=True)
         as_owner = []
         if uid is not None:
-            for p in (base, self.mp):
+            for p in (base, mp):
                 os.chown(p, uid, uid)
             as_owner = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        # Another user runs the copy of the binary that every user can reach (the checkout may
+        # be under a 0700 directory); root runs ALBUMFS itself.
+        binary = ALBUMFS if uid is None else public_albumfs()
+        # A named store is never created by a mount (SEMANTICS.md § Durability and safety):
+        # made here with `albumfs init`, or by the first start with --create.
+        # env: added to the daemon's environment (e.g. ALBUMFS_CLOCK_OFFSET).
+        super().__init__(binary, store if store is not None else base / "store", mp,
+                         log=base / "albumfs.log", options=EXTRA_MOUNT_OPTIONS, prefix=as_owner,
+                         env=env, create=not make_store)
         if make_store:
-            run([*as_owner, self.binary, "init", self.store], timeout=30)
-        self.proc: subprocess.Popen | None = None
-        self.abort_file: str | None = None   # fusectl abort file of the current connection
+            run([*as_owner, binary, "init", self.store], timeout=30)
         self.expect_mounted = False
-        self.starts = 0
         self.watchdog_fired = False
-        self._lock = threading.Lock()
 
     @property
     def roll(self) -> Path:
@@ -155,57 +146,25 @@ class Mount:
     def albums(self) -> Path:
         return self.mp / "Albums"
 
-    def log_text(self) -> str:
-        try:
-            return self.log.read_text(errors="backslashreplace")[-20000:]
-        except OSError:
-            return "(no log)"
-
     def start(self, options: list[str] | None = None, flags: list[str] | None = None) -> None:
         """Start `albumfs mount --store S -f [FLAGS] MP [-o ...]` and wait until MP is in
         /proc/mounts. flags: more of the mount command's own (e.g. -d: every request logged)."""
         assert not is_mounted(self.mp), f"{self.mp} is already mounted"
-        self.starts += 1
-        cmd = [str(self.binary), "mount", "--store", str(self.store), "-f", *(flags or []), str(self.mp)]
-        if self.create_on_start:
-            cmd.insert(2, "--create")
-            self.create_on_start = False
-        options = EXTRA_MOUNT_OPTIONS + (options or [])
-        if options:
-            cmd += ["-o", ",".join(options)]
-        env = {**os.environ, **self.env}
-        if self.uid is not None:
-            cmd = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *cmd]
-        with open(self.log, "ab") as log:
-            log.write(f"\n===== start #{self.starts}: {' '.join(cmd)}\n".encode())
-            log.flush()
-            with self._lock:
-                self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + MOUNT_WAIT
-        while not is_mounted(self.mp):
-            rc = self.proc.poll()
-            if rc is not None:
-                pytest.fail(f"albumfs exited with status {rc} before mounting {self.mp}\n"
-                            f"--- log ---\n{self.log_text()}", pytrace=False)
-            if time.monotonic() > deadline:
-                pytest.fail(f"{self.mp} not mounted {MOUNT_WAIT:.0f} s after starting albumfs\n"
-                            f"--- log ---\n{self.log_text()}", pytrace=False)
-            time.sleep(0.02)
-        self.abort_file = fuse_connection_abort_file(self.mp)
+        try:
+            super().start(options, flags)
+        except MountError as error:
+            pytest.fail(str(error), pytrace=False)
+        finally:
+            self.create = False   # only the first start makes the store
         self.expect_mounted = True
 
     def unmount(self) -> None:
         """fusermount3 -u, then the daemon must exit with status 0 within 10 s."""
         self.expect_mounted = False
-        run(["fusermount3", "-u", self.mp], timeout=30)
         try:
-            rc = self.proc.wait(timeout=EXIT_WAIT)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"daemon still running {EXIT_WAIT:.0f} s after unmount\n"
-                        f"--- log ---\n{self.log_text()}", pytrace=False)
-        assert not is_mounted(self.mp), f"{self.mp} still mounted after fusermount3 -u"
-        assert rc == 0, f"daemon exited with status {rc} after unmount\n--- log ---\n{self.log_text()}"
+            super().unmount()
+        except MountError as error:
+            pytest.fail(str(error), pytrace=False)
 
     def remount(self, options: list[str] | None = None) -> None:
         """Unmount, wait for the daemon, and mount the same store again."""
@@ -215,76 +174,24 @@ class Mount:
     def kill(self) -> None:
         """kill -9 the daemon (a crash), then detach its dead mount."""
         self.expect_mounted = False
-        self.proc.send_signal(signal.SIGKILL)  # a no-op when the daemon is already reaped
-        stuck = self.reap_killed()
-        _quiet(["fusermount3", "-u", self.mp])
-        if is_mounted(self.mp):
-            _quiet(["fusermount3", "-uz", self.mp])
-        if stuck:
-            pytest.fail(stuck, pytrace=False)
-        assert not is_mounted(self.mp), f"could not detach {self.mp} after kill -9"
-
-    def reap_killed(self, wait: float = 5.0) -> str | None:
-        """Wait for a SIGKILLed daemon. One that does not die has a thread stuck in the kernel
-        (waiting on its own mount): abort the FUSE connection so that it and every caller
-        blocked on the mount get free, and return what the threads were stuck in."""
         try:
-            self.proc.wait(timeout=wait)
-            return None
-        except subprocess.TimeoutExpired:
-            pass
-        stacks = thread_stacks(self.proc.pid)
-        aborted = abort_fuse_connection(self.abort_file)
-        try:
-            self.proc.wait(timeout=EXIT_WAIT)
-        except subprocess.TimeoutExpired:
-            pass
-        return (f"the daemon (pid {self.proc.pid}) was still alive {wait:.0f} s after SIGKILL: "
-                f"a thread stuck in the kernel keeps the dead mount's callers blocked for good; "
-                + ("the FUSE connection was aborted" if aborted else
-                   "the FUSE connection could NOT be aborted (no fusectl): processes stay hung")
-                + f"\n--- daemon threads (kernel stacks) ---\n{stacks}")
+            super().kill()
+        except MountError as error:
+            pytest.fail(str(error), pytrace=False)
 
     def watchdog(self) -> None:
         """Called from a timer thread when a test runs too long: break the mount loose."""
         self.watchdog_fired = True
-        abort_fuse_connection(fuse_connection_abort_file(self.mp) or self.abort_file)
-        with self._lock:
-            proc = self.proc
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-        _quiet(["fusermount3", "-uz", self.mp])
-
-    def cleanup(self) -> list[str]:
-        """Always unmount and reap the daemon; return what went wrong."""
-        problems = []
-        if is_mounted(self.mp):
-            if not _quiet(["fusermount3", "-u", self.mp]) or is_mounted(self.mp):
-                problems.append("fusermount3 -u failed at cleanup; used fusermount3 -uz")
-                _quiet(["fusermount3", "-uz", self.mp])
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.wait(timeout=EXIT_WAIT)
-            except subprocess.TimeoutExpired:
-                problems.append(f"daemon still running {EXIT_WAIT:.0f} s after unmount: killed (-9)\n"
-                                f"--- daemon threads (kernel stacks) ---\n{thread_stacks(self.proc.pid)}")
-                self.proc.kill()
-                stuck = self.reap_killed()
-                if stuck:
-                    problems.append(stuck)
-        if is_mounted(self.mp):
-            _quiet(["fusermount3", "-uz", self.mp])
-        return problems
+        self.break_loose()
+        quiet(["fusermount3", "-uz", self.mp])
 
 
-def _quiet(cmd) -> bool:
-    """Run a cleanup command; never raise. True when it exited 0."""
-    try:
-        return subprocess.run([os.fspath(c) for c in cmd], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+@pytest.fixture
+def pub():
+    """A 0755 directory under /tmp that other users can traverse (public_tmpdir). Request it
+    before mount_factory, so that the mounts below it are gone when it is removed."""
+    with public_tmpdir() as d:
+        yield d
 
 
 @pytest.fixture

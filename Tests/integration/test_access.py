@@ -8,13 +8,12 @@ parent directory nobody cannot traverse (pytest's tmp_path is under a 0700 direc
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 
 import pytest
 
-from albumfs_testlib import NOBODY, as_user, payload, public_tmpdir, read, write
+from albumfs_testlib import NOBODY, as_user, payload, read, sha256, write
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")
 
@@ -24,14 +23,6 @@ NOT_PERMITTED = "Operation not permitted"   # EPERM
 
 def denied(p, *, allow_eperm: bool = False) -> bool:
     return p.returncode != 0 and (DENIED in p.stderr or (allow_eperm and NOT_PERMITTED in p.stderr))
-
-
-@pytest.fixture
-def pub():
-    """A 0755 directory under /tmp that nobody can traverse. Request it before mount_factory, so
-    that the mounts below it are gone when it is removed."""
-    with public_tmpdir() as d:
-        yield d
 
 
 @pytest.mark.parametrize("how", ["store-path-missing", "empty-dir-exists"])
@@ -114,7 +105,7 @@ def test_allow_other_enforces_file_permissions(pub, mount_factory):
 
     got = as_user(["sha256sum", m.roll / "public.jpg"])
     assert got.returncode == 0, f"nobody cannot read a 0644 file: {got.stderr!r}"
-    assert got.stdout.split()[0] == hashlib.sha256(payload(6000, "public")).hexdigest()
+    assert got.stdout.split()[0] == sha256(payload(6000, "public"))
     x = as_user(["getfattr", "--only-values", "-n", "user.note", m.roll / "public.jpg"])
     assert x.returncode == 0 and x.stdout == "visible", (x.returncode, x.stdout, x.stderr)
     assert read(m.roll / "public.jpg") == payload(6000, "public"), "nobody's attempts changed the file"

@@ -5,11 +5,10 @@ SEMANTICS.md § Assets and entries)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 
-from albumfs_testlib import payload, run, write
+from albumfs_testlib import payload, run, sha256, write
 
 # Exactly the README's excludes: what was deleted, and the computed views.
 EXCLUDE = ["--exclude=/Recently Deleted/", "--exclude=/By Date/", "--exclude=/Smart Albums/"]
@@ -27,8 +26,7 @@ def library_view(mp) -> tuple[dict, list]:
             path = os.path.join(dirpath, name)
             st = os.lstat(path)
             rel = os.path.relpath(path, mp)
-            with open(path, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
+            digest = sha256(path)
             files[rel] = (st.st_mode, st.st_mtime_ns, st.st_size, digest)
             groups.setdefault(st.st_ino, []).append(rel)
     return files, sorted(sorted(g) for g in groups.values())

@@ -8,7 +8,6 @@ daemon's kernel thread stacks, and the FUSE connection is aborted so nothing sta
 from __future__ import annotations
 
 import errno
-import hashlib
 import multiprocessing
 import os
 import random
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from albumfs_testlib import (
-    CRASH_SEED, abort_fuse_connection, assert_fsck_clean, names, payload, thread_stacks, wait_all, write,
+    CRASH_SEED, abort_fuse_connection, assert_fsck_clean, names, payload, sha256, thread_stacks, wait_all, write,
 )
 from albumfs_workload import Model, Workload, check_library, setup_library
 
@@ -28,15 +27,6 @@ FILES_PER_WRITER = 250
 DEADLINE = 120          # seconds for one group of processes; a deadlock fails the test there
 
 FORK = multiprocessing.get_context("fork")
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha_file(path) -> str:
-    with open(path, "rb") as f:
-        return sha(f.read())
 
 
 def make_sources(tmp_path: Path, writer: int, names_: list[str], tag: str) -> dict[str, str]:
@@ -48,7 +38,7 @@ def make_sources(tmp_path: Path, writer: int, names_: list[str], tag: str) -> di
     for n in names_:
         data = rng.randbytes(rng.randrange(0, 12 * 1024))
         write(src / n, data)
-        out[n] = sha(data)
+        out[n] = sha256(data)
     return out
 
 
@@ -113,7 +103,7 @@ def test_parallel_writers_into_one_album(mount, tmp_path):
         assert st.st_ino in roll, f"{n}: inode {st.st_ino} not in the roll"
         assert roll[st.st_ino] == n
         assert st.st_nlink == 2, f"{n}: st_nlink {st.st_nlink}"
-        assert sha_file(album / n) == digest, f"{n}: content differs"
+        assert sha256(album / n) == digest, f"{n}: content differs"
         inos.add(st.st_ino)
     assert len(inos) == total, "two entries share an asset"
 
@@ -138,7 +128,7 @@ def test_parallel_writers_into_eight_albums_same_names(mount, tmp_path):
     assert len(got_roll) == len(want_roll), f"roll has {len(got_roll)} entries, want {len(want_roll)}"
     assert got_roll == want_roll, f"unexpected roll names: {sorted(set(got_roll) ^ set(want_roll))[:20]}"
     roll = roll_by_ino(mount)
-    roll_content = {i: sha_file(mount.roll / n) for i, n in roll.items()}
+    roll_content = {i: sha256(mount.roll / n) for i, n in roll.items()}
     seen = set()
     for w in range(WRITERS):
         a = mount.albums / f"A{w}"
@@ -148,7 +138,7 @@ def test_parallel_writers_into_eight_albums_same_names(mount, tmp_path):
             assert st.st_ino in roll, f"A{w}/{n}: inode not in the roll"
             assert st.st_ino not in seen, f"A{w}/{n}: asset shared with another album"
             seen.add(st.st_ino)
-            assert sha_file(a / n) == digest, f"A{w}/{n}: content differs"
+            assert sha256(a / n) == digest, f"A{w}/{n}: content differs"
             assert roll_content[st.st_ino] == digest, f"A{w}/{n}: its roll entry {roll[st.st_ino]!r} differs"
             # the roll entry is this album entry's name or one of its (n) forms
             base = n[:-len(".JPG")]
@@ -240,7 +230,7 @@ def _reader(mp: str, stop, queue, allowed_gone_prefix: str, stable: dict) -> Non
                     except OSError as e:
                         note(p, e)
                         continue
-                    if n in stable and sha(data) != stable[n]:
+                    if n in stable and sha256(data) != stable[n]:
                         errors.append(f"{p}: a stable file read back different content")
             for dirpath, _dirs, files in os.walk(os.path.join(mp, "Albums")):
                 for n in files[:5]:
@@ -280,7 +270,7 @@ def test_readers_while_writers_write(mount, tmp_path):
     for i in range(20):
         data = payload(20_000 + i, f"stable{i}")
         write(busy / f"stable{i:02d}.jpg", data)
-        stable[f"stable{i:02d}.jpg"] = sha(data)
+        stable[f"stable{i:02d}.jpg"] = sha256(data)
     expected, sources = writer_sources(tmp_path, "rw", writers=4)
 
     stop = FORK.Event()
@@ -312,7 +302,7 @@ def test_readers_while_writers_write(mount, tmp_path):
     assert listed == want, f"missing {sorted(want - listed)[:10]}, unexpected {sorted(listed - want)[:10]}"
     assert set(names(mount.roll)) == want
     for n, digest in {**expected, **stable}.items():
-        assert sha_file(busy / n) == digest, f"{n}: content differs after the writers finished"
+        assert sha256(busy / n) == digest, f"{n}: content differs after the writers finished"
 
 
 @pytest.mark.mount_timeout(240)
@@ -347,7 +337,7 @@ def test_album_renamed_while_files_are_copied_into_it(mount, tmp_path):
     assert names(mount.albums) == ["Final", "Trips"] and names(mount.albums / "Trips") == []
     assert names(mount.roll) == sorted(expected)
     for n, digest in expected.items():
-        assert sha_file(path / n) == digest, f"{n}: content differs"
+        assert sha256(path / n) == digest, f"{n}: content differs"
 
 
 @pytest.mark.mount_timeout(240)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import shutil
 import signal
@@ -26,7 +25,7 @@ import pytest
 
 from albumfs_testlib import (
     ALBUMFS, MiB, NOBODY, REFUSAL_WAIT, as_user, assert_fsck_clean, attempt, bjoin, bnames, content_files,
-    create, expect_errno, fsck, names, payload, public_albumfs, public_tmpdir, read, run, small_tmpfs,
+    create, expect_errno, fsck, names, payload, public_albumfs, public_tmpdir, sha256, read, run, small_tmpfs,
     stop_background_mount, write,
 )
 
@@ -52,8 +51,7 @@ def content_state(store) -> dict[str, tuple[int, str]]:
     """Content files: relative path -> (size, sha256)."""
     out = {}
     for p in content_files(store):
-        with open(p, "rb") as f:
-            out[os.path.relpath(p, store)] = (os.path.getsize(p), hashlib.sha256(f.read()).hexdigest())
+        out[os.path.relpath(p, store)] = (os.path.getsize(p), sha256(p))
     return out
 
 
@@ -338,7 +336,7 @@ def test_read_only_database_of_another_user_is_refused(mount_factory, tmp_path):
             assert p.returncode == 0, f"-o ro of a read-only database: exit {p.returncode}: {p.stderr.strip()}"
             got = as_user(["sha256sum", f"{mp}/Albums/Trip/p00.jpg"], timeout=30)
             assert got.returncode == 0, got.stderr
-            assert got.stdout.split()[0] == hashlib.sha256(files["p00.jpg"]).hexdigest()
+            assert got.stdout.split()[0] == sha256(files["p00.jpg"])
         finally:
             left = stop_background_mount(mp, store)
         assert not left, f"the daemon of {store} was still running 10 s after its unmount"

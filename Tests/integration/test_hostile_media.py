@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from albumfs_testlib import ALBUMFS, INDEX_TIMEOUT, daemon_children, index_wait
+from albumfs_testlib import ALBUMFS, INDEX_TIMEOUT, daemon_children, index_wait, sha256
 from test_views import MAKE_MEDIA, fact, media  # noqa: F401  (the media fixture)
 
 # The 4 GiB sparse file is 4 GiB of zeros to hash, by a reader at idle priority (on a loaded
@@ -78,7 +78,7 @@ def test_hostile_media_never_crash_or_block_the_mount(mount, media):
         output = waiting.communicate(timeout=30)[0]
     assert waiting.returncode == 0, f"index --wait: exit {waiting.returncode}: {output!r}"
     for name, data in files.items():
-        assert fact(mount.roll / name, "sha256") == hashlib.sha256(data).hexdigest(), name
+        assert fact(mount.roll / name, "sha256") == sha256(data), name
     zeros, block = hashlib.sha256(), bytes(2**20)
     for _ in range(4096):
         zeros.update(block)

@@ -8,7 +8,6 @@ Facts are computed by the daemon after close(): the tests wait for them with `al
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -19,14 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from albumfs_testlib import ALBUMFS, index_wait, ino, is_mounted, mount_entries, nlink, run
+from albumfs_testlib import ALBUMFS, index_wait, ino, is_mounted, mount_entries, nlink, run, sha256
 
 SUMMARY = re.compile(r"(\d+) imported \([\d.]+ MiB\), (\d+) duplicates? skipped, "
                      r"(\d+) other files? skipped \(not photos or videos\), (\d+) failed")
-
-
-def sha256(path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +47,7 @@ def photos(tmp_path_factory):
             body = data + f"albumfs-import-test {n}\n".encode()
             (src / rel).write_bytes(body)
             os.utime(src / rel, ns=(1_500_000_000_000_000_000 + n * 1_000_000_007,) * 2)
-            media[rel] = hashlib.sha256(body).hexdigest()
+            media[rel] = sha256(body)
             n += 1
     assert n == 500
     out = run(["file", "--brief", "--mime-type", src / "DCIM/100APPLE/IMG_0007.JPG"], text=True).stdout.strip()

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from albumfs_testlib import GiB, MiB, run, sha256_file, vm_hwm_kib
+from albumfs_testlib import GiB, MiB, run, sha256, vm_hwm_kib
 
 CHUNK = 64 * MiB
 CHUNKS = 32                      # 32 x 64 MiB = 2 GiB
@@ -57,7 +57,7 @@ def test_2gib_file_round_trip_with_flat_memory(mount):
 
     mount.remount()  # read from the store, not from the kernel's page cache
     assert os.stat(dst).st_size == 2 * GiB
-    assert sha256_file(dst) == expected, "the 2 GiB file read back differs from what was written"
+    assert sha256(dst) == expected, "the 2 GiB file read back differs from what was written"
     read_kib = vm_hwm_kib(mount.proc.pid)
     assert read_kib < PEAK_RSS_LIMIT_KIB, f"daemon peak RSS {read_kib} KiB after reading 2 GiB"
 

@@ -13,6 +13,7 @@ from albumfs_testlib import (
     ALBUMFS, REFUSAL_WAIT, albumfs, as_user, attempt, daemon_children, expect_errno, create, is_mounted, mount_entry, names, pids_mentioning,
     public_albumfs, public_tmpdir, read, run, stop_background_mount, write,
 )
+from albumfs_mount import process_state
 
 
 @pytest.mark.parametrize("foreground", [True, False], ids=["-f", "background"])
@@ -336,12 +337,6 @@ def test_every_mount_has_a_connection_watcher_that_ends_with_it(mount_factory, t
     m.unmount()
     # Eventual by design: the watcher looks twice a second whether its parent is gone.
     deadline = time.monotonic() + 10
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    break
-        except FileNotFoundError:
-            break
+    while process_state(pid) not in (None, "Z"):
         assert time.monotonic() < deadline, "the watcher outlived its daemon by 10 s"
         time.sleep(0.1)

@@ -1,12 +1,11 @@
 """Remount, crash and fsck: the store keeps everything (SEMANTICS.md § Durability and safety)."""
 
 import errno
-import hashlib
 import os
 import stat
 
 from albumfs_testlib import (
-    albumfs, assert_fsck_clean, bjoin, content_files, content_usage, expect_errno, index_wait, ino, payload, read,
+    albumfs, assert_fsck_clean, bjoin, content_files, content_usage, expect_errno, index_wait, ino, payload, read, sha256,
     run, user_xattrs, write,
 )
 
@@ -67,7 +66,7 @@ def snapshot(mp) -> dict:
                  "xattrs": user_xattrs(p)}
         if stat.S_ISREG(st.st_mode):
             facts.update(ino=st.st_ino, nlink=st.st_nlink, size=st.st_size,
-                         sha256=hashlib.sha256(read(p)).hexdigest(),
+                         sha256=sha256(read(p)),
                          id=os.getxattr(p, "user.albumfs.id"))
         out[os.path.relpath(p, root)] = facts
     return out

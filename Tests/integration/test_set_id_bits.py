@@ -15,16 +15,10 @@ import stat
 
 import pytest
 
-from albumfs_testlib import NOBODY, as_user, mount_entry, public_tmpdir, run, write
+from albumfs_testlib import NOBODY, as_user, mount_entry, run, write
 from test_data_paths import MODES, NO_PASSTHROUGH
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")
-
-
-@pytest.fixture
-def pub():
-    with public_tmpdir() as d:
-        yield d
 
 
 @pytest.fixture(params=[pytest.param("passthrough", marks=NO_PASSTHROUGH), "daemon"])

@@ -21,7 +21,6 @@ Layout of the work dir ($ALBUMFS_BENCH_DIR, default /var/tmp/albumfs-bench):
 import argparse
 import contextlib
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -31,6 +30,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from albumfs_mount import Mount as AlbumfsMount, MountError, kill_group, mount_points_below, run_bounded
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -96,62 +97,11 @@ class Runner:
         return seconds, out
 
     def kill(self, process):
-        kill_group(process, 15, on_stuck=self.on_stuck)
+        kill_group(process, 15, on_stuck=self.on_stuck, log=log)
 
     def kill_current(self):
         if self.current is not None and self.current.poll() is None:
             self.kill(self.current)
-
-
-def kill_group(process, wait, on_stuck=None):
-    """SIGKILLs a process group and waits for it, at most `wait` seconds. A process
-    stuck in the kernel on a FUSE request gets `on_stuck` (which breaks the mount)
-    and one more wait; one that even then does not die is abandoned, never waited
-    for without a bound."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    for attempt in range(2 if on_stuck else 1):
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            if on_stuck and attempt == 0:
-                on_stuck()
-    log(f"process {process.pid} does not die; leaving it")
-
-
-def run_bounded(argv, timeout):
-    """Runs argv; returns (exit status, stdout, stderr), status None when it did
-    not end in time (then it is killed, see kill_group)."""
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
-    try:
-        out, err = process.communicate(timeout=timeout)
-        return process.returncode, out, err
-    except subprocess.TimeoutExpired:
-        kill_group(process, 5)
-        return None, "", ""
-
-
-def mounted_points():
-    """Mount points from /proc/self/mountinfo (reading it never touches a FUSE mount)."""
-    points = {}
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-            fstype = line.split(" - ", 1)[1].split()[0]
-            points[point] = (fields[2], fstype)
-    return points
-
-
-def process_state(pid):
-    """The state letter of a process (R, S, D, T, Z, ...), or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
 
 
 class Watchdog:
@@ -195,126 +145,25 @@ class Watchdog:
                 self.deadline = None
 
 
-class Mount:
-    """One albumfs mount: `albumfs mount --store STORE --create MOUNTPOINT` (the
-    bench's stores are its own, made on first mount), its daemon found by its
-    command line."""
+class Mount(AlbumfsMount):
+    """One albumfs mount made with `albumfs mount --store STORE --create MOUNTPOINT` (the bench's
+    stores are its own, made on first mount); the supervisor is albumfs_mount's, shared with the
+    tests. Here ending a mount is a best effort that logs what went wrong."""
 
     def __init__(self, binary, store, mountpoint, options=()):
-        self.binary, self.store, self.mountpoint = binary, store, mountpoint
-        self.options = list(options)
-        self.pid = None
-
-    def mount(self, timeout=60):
-        os.makedirs(self.mountpoint, exist_ok=True)
-        if self.is_mounted():
-            raise BenchError(f"{self.mountpoint} is already mounted")
-        start = time.perf_counter()
-        argv = [self.binary, "mount", "--store", self.store, "--create", self.mountpoint]
-        if self.options:
-            argv += ["-o", ",".join(self.options)]
-        status, _, err = run_bounded(argv, timeout)
-        seconds = time.perf_counter() - start
-        self.pid = self.find_daemon()
-        if status is None:
-            raise BenchError(f"albumfs mount did not return within {timeout} s")
-        if status != 0:
-            raise BenchError(f"albumfs mount failed (exit {status}): {err.strip()}")
-        if self.pid is None:
-            raise BenchError(f"no daemon found for the store {self.store}")
-        self.check()
-        return seconds
-
-    def find_daemon(self):
-        _, out, _ = run_bounded(["pgrep", "-f", f"mount --store {re.escape(self.store)} "], 10)
-        pids = [int(p) for p in out.split()]
-        pids = [p for p in pids if p != os.getpid() and self._is_daemon(p)]
-        return pids[0] if pids else None
-
-    @staticmethod
-    def _is_daemon(pid):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv0 = f.read().split(b"\0")[0]
-            return os.path.basename(argv0).startswith(b"albumfs")
-        except OSError:
-            return False
-
-    def is_mounted(self):
-        return self.mountpoint in mounted_points()
-
-    def daemon_alive(self):
-        return self.pid is not None and process_state(self.pid) not in (None, "Z")
-
-    def check(self):
-        """Before writing into the mount: it must be mounted (`mountpoint -q`,
-        read from the mount table) and its daemon running."""
-        if self.pid is not None and not self.daemon_alive():
-            raise BenchError(f"the albumfs daemon ({self.pid}) is gone")
-        if process_state(self.pid) == "T":
-            raise BenchError(f"the albumfs daemon ({self.pid}) is stopped")
-        if not self.is_mounted():
-            raise BenchError(f"{self.mountpoint} is not mounted")
-
-    def status(self, field):
-        """A field of the daemon's /proc status in KiB (VmHWM, VmRSS), or None."""
-        try:
-            with open(f"/proc/{self.pid}/status") as f:
-                for line in f:
-                    if line.startswith(field + ":"):
-                        return int(line.split()[1])
-        except (OSError, TypeError):
-            pass
-        return None
-
-    def reset_peak(self):
-        """Resets VmHWM to the current RSS (clear_refs 5); False when not allowed."""
-        try:
-            with open(f"/proc/{self.pid}/clear_refs", "w") as f:
-                f.write("5")
-            return True
-        except OSError:
-            return False
+        super().__init__(binary, store, mountpoint, options=options, create=True)
 
     def kill(self):
-        """The last resort for a hung mount: the daemon dies, the kernel fails
-        every request waiting on it, and the mount can be unmounted."""
-        entry = mounted_points().get(self.mountpoint)
-        if entry and "fuse" in entry[1]:
-            try:
-                with open(f"/sys/fs/fuse/connections/{entry[0].split(':')[1]}/abort", "w") as abort:
-                    abort.write("1")
-            except OSError:
-                pass
+        """The last resort for a hung mount: the daemon dies, the kernel fails every request
+        waiting on it, and the mount can be unmounted."""
         if self.daemon_alive():
             log(f"killing the albumfs daemon {self.pid}")
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.break_loose()
 
     def unmount(self):
         """fusermount3 -u (a few tries), then -uz; waits for the daemon to end, then kills it."""
-        for attempt in range(3):
-            if not self.is_mounted():
-                break
-            status, _, err = run_bounded(["fusermount3", "-u", self.mountpoint], 30)
-            if status == 0:
-                break
-            if status is None:
-                self.kill()
-            time.sleep(1)
-        if self.is_mounted():
-            log(f"{self.mountpoint} is busy: lazy unmount")
-            run_bounded(["fusermount3", "-uz", self.mountpoint], 30)
-        if self.pid is not None:
-            deadline = time.monotonic() + 15
-            while self.daemon_alive() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if self.daemon_alive():
-                log(f"daemon {self.pid} still running 15 s after the unmount")
-                self.kill()
-            self.pid = None
+        for problem in self.cleanup(tries=3):
+            log(f"{self.mp}: {problem}")
 
 
 class Bench:
@@ -398,7 +247,7 @@ class Bench:
             if not os.path.exists(os.path.join(self.work, MARKER)) and os.listdir(self.work):
                 raise BenchError(f"{self.work} exists and is not a bench work dir; set ALBUMFS_BENCH_DIR")
             self.unmount_leftovers()
-            if any(point.startswith(self.work + "/") for point in mounted_points()):
+            if mount_points_below(self.work):
                 raise BenchError(f"something is still mounted in {self.work}")
             log(f"removing the previous run's {self.work}")
             shutil.rmtree(self.work)
@@ -406,11 +255,10 @@ class Bench:
         open(os.path.join(self.work, MARKER), "w").close()
 
     def unmount_leftovers(self):
-        for point in mounted_points():
-            if point.startswith(self.work + "/"):
-                log(f"unmounting a leftover mount {point}")
-                if run_bounded(["fusermount3", "-u", point], 30)[0] != 0:
-                    run_bounded(["fusermount3", "-uz", point], 30)
+        for point in mount_points_below(self.work):
+            log(f"unmounting a leftover mount {point}")
+            if run_bounded(["fusermount3", "-u", point], 30)[0] != 0:
+                run_bounded(["fusermount3", "-uz", point], 30)
 
     def check_space(self, scale_only):
         data = 0
@@ -946,7 +794,7 @@ class Bench:
             try:
                 mount.unmount()
             except Exception as error:  # keep cleaning up
-                log(f"unmounting {mount.mountpoint}: {error}")
+                log(f"unmounting {mount.mp}: {error}")
         if not self.args.keep and os.path.exists(os.path.join(self.work, MARKER)):
             if any(mount.is_mounted() for mount in self.mounts):
                 log(f"not removing {self.work}: something is still mounted there")
@@ -1041,7 +889,7 @@ def run_as_user(name, work, body):
         raise BenchError("--as-user: give an unprivileged user")
     # A previous run's work dir that the user cannot remove: root removes it first.
     if os.path.exists(os.path.join(work, MARKER)) and os.stat(work).st_uid != user.pw_uid:
-        if any(point.startswith(work + "/") for point in mounted_points()):
+        if mount_points_below(work):
             raise BenchError(f"something is still mounted in {work}")
         shutil.rmtree(work)
     dropper = CacheDropper()
@@ -1092,7 +940,7 @@ def main():
         work = os.path.realpath(os.environ.get("ALBUMFS_BENCH_DIR", "/var/tmp/albumfs-bench"))
         try:
             return run_as_user(args.as_user, work, lambda dropper: bench_main(args, dropper))
-        except (BenchError, KeyError) as error:
+        except (BenchError, MountError, KeyError) as error:
             print(f"bench: --as-user {args.as_user}: {error}", file=sys.stderr)
             return 2
     return bench_main(args, None)
@@ -1114,7 +962,7 @@ def bench_main(args, dropper):
         bench.run()
         if bench.problems:
             status = 1
-    except BenchError as error:
+    except (BenchError, MountError) as error:
         log(f"FAILED: {error}")
         status = 1
     except (KeyboardInterrupt, Terminated) as error:
