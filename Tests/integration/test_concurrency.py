@@ -406,9 +406,10 @@ def _trash_worker(mp: str, role: str, items: list[str], uid: int, stop, queue) -
 @pytest.mark.mount_timeout(240)
 def test_empty_trash_restores_deletes_and_listings_at_once(mount):
     """An unlink sends the names it changes elsewhere from its own thread when no other request
-    does (README, Kernel caches), waiting on those directories' locks: here an Empty Trash
-    (purges: Recently Deleted and info/ names), `rm` in Recently Deleted (purges: files/ and info/
-    names; with the Empty Trash, each unlink's directory is the other's target), restores
+    does (docs/DESIGN.md, "Kernel caches and visibility"), waiting on those directories' locks:
+    here an Empty Trash (purges: Recently Deleted and info/ names), `rm` in Recently Deleted
+    (purges: files/ and info/ names; with the Empty Trash, each unlink's directory is the
+    other's target), restores
     (renames holding Recently Deleted and the roll, whose names go through the queue), deletes
     from the roll (album names) and two processes listing and looking up in all of them run at
     once. No process may stay blocked (DEADLINE), none fails, and afterwards each photo is where

@@ -30,7 +30,7 @@ Settings (see also the pytest header):
                             ALBUMFS_CRASH_WITHOUT=overwrite,update
   ALBUMFS_CRASH_STRICT_KILL=0  only warn (not fail) when a SIGKILL leaves the daemon alive
                             for 5 s: a thread stuck in notify_inval_entry that the daemon's
-                            connection watcher did not free (README, "A killed daemon");
+                            connection watcher did not free (docs/DESIGN.md, "A killed daemon");
                             the data is checked either way
   ALBUMFS_CRASH_SEED        base seed (default: random, printed in the header and on failure);
                             iteration i uses seed BASE+i, so one iteration is replayed with
@@ -70,8 +70,8 @@ def crash_round(m, model: Model, rng: random.Random, round_: int, scratch) -> di
     undead = m.reap_killed()   # a daemon SIGKILL cannot end: aborts the connection, says why
     stuck = load.join(timeout=30)
     m.kill()          # detach the dead mount (fusermount3 -u, then -uz)
-    # The daemon's connection watcher (README, "A killed daemon") aborted the connection of a
-    # daemon that could not exit; it says so in the daemon's log.
+    # The daemon's connection watcher (docs/DESIGN.md, "A killed daemon") aborted the connection
+    # of a daemon that could not exit; it says so in the daemon's log.
     current_log = m.log_text().rsplit("===== start #", 1)[-1]
     watcher_aborted = "could not exit: its FUSE connection" in current_log
     assert not stuck, f"threads {stuck} still blocked 30 s after the daemon was killed"
@@ -90,7 +90,8 @@ def crash_round(m, model: Model, rng: random.Random, round_: int, scratch) -> di
 
 
 class UnkillableDaemon(UserWarning):
-    """A SIGKILL left the daemon alive for 5 s: the connection watcher did not free it (README, "A killed daemon")."""
+    """A SIGKILL left the daemon alive for 5 s: the connection watcher did not free it
+    (docs/DESIGN.md, "A killed daemon")."""
 
 
 MAX_FAILED = 5   # iterations that may fail before the test stops (each failure keeps its store)
@@ -159,7 +160,7 @@ def test_crash_iterations(mount_factory, tmp_path):
                   "kernel (notify_inval_entry waiting for a directory lock held by a request the dead daemon "
                   "never answers) kept it alive, and every process using the mount blocked until the test "
                   "aborted the FUSE connection. The data checks passed nonetheless.\n" + "\n".join(unkillable[:3]))
-        # README, "A killed daemon": the connection watcher frees such a daemon within a
+        # docs/DESIGN.md, "A killed daemon": the connection watcher frees such a daemon within a
         # second; a failure unless ALBUMFS_CRASH_STRICT_KILL=0.
         assert os.environ.get("ALBUMFS_CRASH_STRICT_KILL") == "0", report
         warnings.warn(UnkillableDaemon(report))

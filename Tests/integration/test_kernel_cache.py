@@ -1,4 +1,4 @@
-"""What a listing leaves in the kernel (README § Architecture, "Kernel caches"): every
+"""What a listing leaves in the kernel (docs/DESIGN.md, "Kernel caches and visibility"): every
 listing is a READDIRPLUS, so a name listed once is known with its attributes, and what a
 program does next by name (`ls -l` after `ls`, `rm` of what a glob listed, a file manager's
 Empty Trash) costs no LOOKUP per name. Counted from the daemon's own request log (-d)."""

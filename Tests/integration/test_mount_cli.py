@@ -302,11 +302,11 @@ def test_background_mount_failure_says_why(tmp_path):
 
 
 def test_every_mount_has_a_connection_watcher_that_ends_with_it(mount_factory, tmp_path):
-    """README, "A killed daemon": the daemon's child `albumfs watch-connection PID N` watches this
-    mount's own FUSE connection (N read from mountinfo, here for a mount point whose name has a
-    space and a backslash), holds no descriptor of the daemon's (/dev/fuse would keep a dead
-    daemon's connection alive), and exits once the daemon has. (That it frees a daemon SIGKILL
-    cannot end is test_crash.py's: it fails when a killed daemon lives 5 s.)"""
+    """docs/DESIGN.md, "A killed daemon": the daemon's child `albumfs watch-connection PID N`
+    watches this mount's own FUSE connection (N read from mountinfo, here for a mount point
+    whose name has a space and a backslash), holds no descriptor of the daemon's (/dev/fuse
+    would keep a dead daemon's connection alive), and exits once the daemon has. (That it frees
+    a daemon SIGKILL cannot end is test_crash.py's: it fails when a killed daemon lives 5 s.)"""
     m = mount_factory("w", mp=tmp_path / "w" / "mount point \\ here")
     # -f: the mount point is in the mount table before the daemon has finished starting; a
     # request served means it has (its loop starts after the watcher).

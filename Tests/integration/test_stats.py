@@ -1,4 +1,5 @@
-"""`albumfs stats`: what a library holds, whether it is mounted and where (README, Commands)."""
+"""`albumfs stats`: what a library holds, whether it is mounted and where (docs/GUIDE.md,
+"Commands")."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def kernel_version() -> tuple[int, int]:
 
 
 @pytest.mark.skipif(kernel_version() < (6, 16), reason="FUSE_NOTIFY_INC_EPOCH is Linux 6.16+: on older kernels "
-                    "these names go right after the reply (README, Kernel caches)")
+                    "these names go right after the reply (docs/DESIGN.md, 'Kernel caches and visibility')")
 def test_names_a_rename_changes_in_its_own_directories_are_gone_when_it_returns(mount):
     """§ Visibility, the hard case: `mv Albums/A/x "Camera Roll/y"` renames the asset's roll entry
     too, in a directory the rename itself has locked (the kernel lets go of it only after the
@@ -119,8 +119,8 @@ def test_names_a_purge_or_a_delete_changes_elsewhere_are_gone_when_it_returns(mo
     is gone right after the call returns (no retry). A stale Recently Deleted name would still
     answer ENOENT (its node is gone), so the check there is the next photo deleted under that
     name: it must be the one found. With the multi-threaded loop an unlink sends these names
-    from its own thread (README, Kernel caches), in single-threaded mode (-s) through the
-    queue; the unmount log counts which."""
+    from its own thread (docs/DESIGN.md, "Kernel caches and visibility"), in single-threaded
+    mode (-s) through the queue; the unmount log counts which."""
     if threads == "single":
         mount.unmount()
         mount.start(flags=["-s"])
