@@ -113,6 +113,7 @@ public final class MountSession {
         let library = fileSystem.takeUnretainedValue().library
         library.onBackgroundChanges(nil)
         library.stopIndexing()
+        library.stopRemoteSync()
         fuse_session_unmount(session)
         fileSystem.takeUnretainedValue().invalidator.drain()
         library.waitForFreedData()

@@ -20,10 +20,15 @@ enum CommandLineInterface {
         Command(name: "mount", usage: "mount [--store DIR] [--create] [-f] [-d] [-s] [-o OPT[,OPT…]] MOUNTPOINT") { a throws(CommandFailure) in
             try MountCommand(parsing: a, storeAsArgument: false).run()
         },
-        Command(name: "init", usage: "init [DIR]") { a throws(CommandFailure) in try InitCommand(parsing: a).run() },
+        Command(name: "init", usage: "init [--remote s3://BUCKET/PREFIX --endpoint URL [--region R] [--profile P]] [DIR]") { a throws(CommandFailure) in try InitCommand(parsing: a).run() },
         Command(name: "fsck", usage: "fsck [--store DIR] [--repair] [--verify]") { a throws(CommandFailure) in try FsckCommand(parsing: a).run() },
         Command(name: "dedupe", usage: "dedupe [--dry-run] [--store DIR | MOUNTPOINT]") { a throws(CommandFailure) in try DedupeCommand(parsing: a).run() },
-        Command(name: "index", usage: "index --wait [--timeout SECONDS] MOUNTPOINT") { a throws(CommandFailure) in try IndexCommand(parsing: a).run() },
+        Command(name: "index", usage: "index --wait [--timeout SECONDS] MOUNTPOINT") { a throws(CommandFailure) in
+            try WaitCommand(.index, parsing: a).run()
+        },
+        Command(name: "sync", usage: "sync --wait [--timeout SECONDS] MOUNTPOINT") { a throws(CommandFailure) in
+            try WaitCommand(.sync, parsing: a).run()
+        },
         Command(name: "stats", usage: "stats [--json] [--store DIR | MOUNTPOINT]") { a throws(CommandFailure) in try StatsCommand(parsing: a).run() },
         Command(name: "import", usage: "import [--album PATH] [--mount MNT | --store DIR] SOURCE…") { a throws(CommandFailure) in
             try ImportCommand(parsing: a).run()

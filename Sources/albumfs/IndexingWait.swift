@@ -1,8 +1,9 @@
 import Glibc
 
 /// A mounted library's count of files still to be read (the root's
-/// `user.albumfs.indexing`), and waiting for it to reach 0: `albumfs index
-/// --wait`, and `albumfs import` before it collects the library's hashes.
+/// `user.albumfs.indexing`) or uploaded (`user.albumfs.uploading`), and
+/// waiting for it to reach 0: `albumfs index --wait`, `albumfs sync --wait`,
+/// and `albumfs import` before it collects the library's hashes.
 enum IndexingWait {
     enum Outcome: Equatable {
         case done
@@ -14,17 +15,18 @@ enum IndexingWait {
         case interrupted
     }
 
-    static func pending(_ root: BytePath) -> Int? {
-        root.extendedAttribute("user.albumfs.indexing").flatMap { Int($0) }
+    static func pending(_ root: BytePath, counting attribute: String = "user.albumfs.indexing") -> Int? {
+        root.extendedAttribute(attribute).flatMap { Int($0) }
     }
 
     /// Polls every 50 ms for at most `timeout` seconds; `waiting(n)` is told
     /// the count once, the first time it has to wait.
-    static func wait(for root: BytePath, timeout: Double, waiting: (Int) -> Void = { _ in }) -> Outcome {
+    static func wait(for root: BytePath, counting attribute: String = "user.albumfs.indexing", timeout: Double,
+                     waiting: (Int) -> Void = { _ in }) -> Outcome {
         let deadline = monotonicSeconds() + timeout
         var told = false
         while true {
-            guard let left = pending(root) else { return .notALibrary }
+            guard let left = pending(root, counting: attribute) else { return .notALibrary }
             if left == 0 { return .done }
             if Interruption.received != nil { return .interrupted }
             if monotonicSeconds() >= deadline { return .timedOut(left) }

@@ -1,35 +1,73 @@
 import AlbumCore
 import Glibc
 
-/// `albumfs init [DIR]`: creates a store on purpose (private, 0700), the one
+/// `albumfs init [--remote s3://BUCKET/PREFIX --endpoint URL [--region R]
+/// [--profile P]] [DIR]`: creates a store on purpose (private, 0700), the one
 /// way besides `mount --create` and the default store that a store comes to
-/// be. A store already there is left as it is.
+/// be. A store already there is left as it is. With `--remote`, the store's
+/// originals are also uploaded to that bucket (SEMANTICS.md § Remote
+/// storage): the bucket is made (or found) first, which proves the endpoint
+/// and the keys before anything is written; given for a store that has no
+/// remote yet, it attaches one, and every asset already there is queued.
 struct InitCommand {
-    let store: String?
+    var store: String?
+    var remote: RemoteConfiguration?
 
     init(parsing arguments: [String]) throws(CommandFailure) {
-        guard arguments.count <= 1, !(arguments.first?.hasPrefix("-") ?? false) else {
-            throw .usage("expected at most one DIR")
+        var reader = ArgumentReader(arguments)
+        var url: String?, endpoint: String?, region = "us-east-1", profile: String?
+        while let argument = reader.next() {
+            switch argument {
+            case _ where argument.hasPrefix("--remote"): url = try reader.value(of: "--remote", in: argument)
+            case _ where argument.hasPrefix("--endpoint"): endpoint = try reader.value(of: "--endpoint", in: argument)
+            case _ where argument.hasPrefix("--region"): region = try reader.value(of: "--region", in: argument)
+            case _ where argument.hasPrefix("--profile"): profile = try reader.value(of: "--profile", in: argument)
+            case _ where argument.hasPrefix("-"): throw .usage("unknown init argument \(argument)")
+            default:
+                guard store == nil else { throw .usage("expected at most one DIR") }
+                store = argument
+            }
         }
-        store = arguments.first
+        switch (url, endpoint) {
+        case (nil, nil): break
+        case (let url?, let endpoint?): remote = RemoteConfiguration(url: url, endpoint: endpoint, region: region, profile: profile)
+        default: throw .usage("--remote and --endpoint go together")
+        }
     }
 
     func run() throws(CommandFailure) -> Int32 {
         let location = try storeLocation(store)
-        if location.holdsStore {
-            print("\(location.root) already holds an albumfs store; left as it is")
-            return ExitCode.success.rawValue
+        if let remote {
+            do {
+                try RemoteConnection.backend(for: remote).createBucket()
+            } catch let failure as CommandFailure {
+                throw failure
+            } catch {
+                throw CommandFailure(.unusableStore, "cannot use the remote \(remote.url) at \(remote.endpoint): \(error)")
+            }
         }
-        do {
-            try location.createDirectory()
+        let existed = location.holdsStore
+        do throws(LibraryError) {
+            if !existed { try location.createDirectory() }
             let lock = try StoreLock(location: location)
             umask(0o077)
-            _ = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()), create: true)
+            let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()), create: !existed)
+            if let remote {
+                if let current = library.remote, current != remote {
+                    throw .unusableStore("\(location.root) already has the remote \(current.url) at \(current.endpoint)")
+                }
+                try library.setRemote(remote, everyAsset: existed)
+            }
             withExtendedLifetime(lock) {}
         } catch {
             throw CommandFailure(.unusableStore, describe(error))
         }
-        print("created an albumfs store at \(location.root)")
+        switch (existed, remote) {
+        case (true, nil): print("\(location.root) already holds an albumfs store; left as it is")
+        case (true, let remote?): print("\(location.root): originals now also go to \(remote.url) (every asset is queued)")
+        case (false, nil): print("created an albumfs store at \(location.root)")
+        case (false, let remote?): print("created an albumfs store at \(location.root), its originals also in \(remote.url)")
+        }
         return ExitCode.success.rawValue
     }
 }

@@ -102,6 +102,10 @@ struct MountCommand {
             lock = try StoreLock(location: location, mode: options.readOnly ? .readOnly : .readWrite)
             let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()),
                                       readOnly: options.readOnly, create: creates, options: try libraryOptions(options))
+            // Uploads go off the request threads; a remote without keys is refused here, with its reason.
+            if let remote = library.remote, !options.readOnly {
+                library.startRemoteSync(try RemoteConnection.backend(for: remote))
+            }
             var configuration = MountConfiguration(store: location, mountPoint: mountPoint)
             configuration.readOnly = options.readOnly
             configuration.debug = debug
@@ -111,6 +115,8 @@ struct MountCommand {
             session = try MountSession(library: library, configuration: configuration)
         } catch let error as LibraryError {
             throw report(CommandFailure(.unusableStore, describe(error)))
+        } catch let failure as CommandFailure {
+            throw report(failure)
         } catch let error as MountSession.Failure {
             throw report(CommandFailure(.mountFailed, error.description))
         } catch {
@@ -143,6 +149,7 @@ struct MountCommand {
     /// through `ALBUMFS_CLOCK_OFFSET` (seconds added to the store's clock).
     private func libraryOptions(_ options: MountOptions) throws(CommandFailure) -> LibraryOptions {
         var result = LibraryOptions(trashDays: options.trashDays, factsReader: IsolatedFactsReader())
+        result.log = { Log.error($0) }
         if let text = getenv("ALBUMFS_CLOCK_OFFSET").map({ String(cString: $0) }) {
             guard let seconds = Int64(text) else { throw CommandFailure(.usage, "ALBUMFS_CLOCK_OFFSET is not a number of seconds: \(text)") }
             result.clockOffset = seconds * 1_000_000_000
