@@ -3,7 +3,12 @@
 
 ALBUMFS_PACKAGES=(libfuse3-dev fuse3 libsqlite3-dev libsystemd-dev libmagic-dev libexif-dev libheif-dev libssl-dev libcurl4-openssl-dev pkg-config rsync attr psmisc util-linux)
 # For the tests: the media tools that make the test photos and videos (ImageMagick, exiftool, heif-enc, ffmpeg/ffprobe); GIO's gio tool and GVfs's trash backend (the trash), vim (side files), samba and smbclient (the share), man-db and systemd (the installed man page and units).
-ALBUMFS_TEST_PACKAGES=(imagemagick libimage-exiftool-perl libheif-examples ffmpeg libglib2.0-bin gvfs gvfs-daemons dbus vim samba smbclient man-db systemd)
+# For the tests of originals kept in S3 (scripts/lib/radosgw, Tests/integration/objectstore.py): a
+# one-node Ceph (monitor, OSD, RADOS Gateway, the ceph and radosgw-admin CLIs) as a real S3 server on
+# loopback, and s3cmd as an independent S3 client. Installed without recommends, which would add
+# ceph-mgr, ceph-mds, ceph-fuse and some 45 more packages that nothing starts.
+ALBUMFS_OBJECT_STORE_PACKAGES=(ceph-mon ceph-osd ceph-common radosgw s3cmd)
+ALBUMFS_TEST_PACKAGES=(imagemagick libimage-exiftool-perl libheif-examples ffmpeg libglib2.0-bin gvfs gvfs-daemons dbus vim samba smbclient man-db systemd "${ALBUMFS_OBJECT_STORE_PACKAGES[@]}")
 
 # Installs whatever is missing when root; otherwise prints the one command to run.
 # ensure_packages [EXTRA…]: ALBUMFS_PACKAGES and the extra ones.
@@ -20,7 +25,12 @@ ensure_packages() {
     fi
     echo "installing ${missing[*]}" >&2
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    local lean=() rest=()
+    for package in "${missing[@]}"; do
+        if [[ " ${ALBUMFS_OBJECT_STORE_PACKAGES[*]} " == *" $package "* ]]; then lean+=("$package"); else rest+=("$package"); fi
+    done
+    ((${#rest[@]} == 0)) || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${rest[@]}" >/dev/null
+    ((${#lean[@]} == 0)) || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${lean[@]}" >/dev/null
 }
 
 ensure_swift() {
