@@ -1,0 +1,156 @@
+"""SEMANTICS.md § Remote storage: a store whose originals also go to an S3 bucket, against a
+real RADOS Gateway on loopback (objectstore.py starts one for this module and stops it by pid).
+What the bucket holds is read back with s3cmd, an S3 client that is not albumfs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from albumfs_testlib import ALBUMFS, names, payload, run, sha256, write
+from objectstore import running_object_store
+
+SYNC_TIMEOUT = 120   # uploads are eventual; sync --wait is the event, this only its bound
+
+
+@pytest.fixture(scope="module")
+def gateway():
+    with running_object_store() as store:
+        yield store
+
+
+@pytest.fixture
+def remote_mount(gateway, mount_factory, tmp_path, request):
+    """A store made with `albumfs init --remote` in a bucket of its own, mounted with the keys in
+    the daemon's environment (never on a command line)."""
+    bucket = "b" + format(abs(hash(request.node.name)) % 10**12, "x")
+    keys = {"AWS_ACCESS_KEY_ID": gateway.access_key, "AWS_SECRET_ACCESS_KEY": gateway.secret_key}
+    store = tmp_path / "m" / "store"
+    store.parent.mkdir(parents=True)
+    made = run([ALBUMFS, "init", "--remote", f"s3://{bucket}/lib", "--endpoint", gateway.endpoint, store],
+               env={**os.environ, **keys}, text=True)
+    assert "its originals also in" in made.stdout
+    m = mount_factory("m", store=store, env=keys)
+    m.bucket, m.keys, m.gateway = bucket, keys, gateway
+    return m
+
+
+def sync(m) -> None:
+    run([ALBUMFS, "sync", "--wait", "--timeout", str(SYNC_TIMEOUT), m.mp], timeout=SYNC_TIMEOUT + 30)
+
+
+def objects(m) -> dict[str, int]:
+    """key -> size of every object under the store's prefix, as s3cmd lists them."""
+    listing = m.gateway.s3cmd("ls", "-r", f"s3://{m.bucket}/lib/").stdout
+    found = {}
+    for line in listing.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[-1].startswith("s3://"):
+            found[parts[-1].split(f"s3://{m.bucket}/lib/", 1)[1]] = int(parts[-2])
+    return found
+
+
+def fetched(m, key: str, tmp_path) -> bytes:
+    out = tmp_path / "fetched"
+    m.gateway.s3cmd("get", "--force", f"s3://{m.bucket}/lib/{key}", str(out))
+    return out.read_bytes()
+
+
+def storage(path) -> str:
+    return os.getxattr(path, "user.albumfs.storage").decode()
+
+
+def test_every_closed_photo_is_in_the_bucket_after_sync_wait(remote_mount, tmp_path):
+    """cp of 30 photos (two of them identical) and sync --wait: one object per content, named by
+    its SHA-256, with exactly those bytes; every photo reads `both`; nothing waits."""
+    m = remote_mount
+    photos = {f"IMG_{i:04d}.JPG": payload(50_000 + i * 997, f"p{i}") for i in range(29)}
+    photos["twin.jpg"] = photos["IMG_0003.JPG"]
+    for name, data in photos.items():
+        write(m.roll / name, data)
+    sync(m)
+    assert os.getxattr(m.mp, "user.albumfs.uploading") == b"0"
+    want = {f"objects/{sha256(d)[:2]}/{sha256(d)}": len(d) for d in photos.values()}
+    assert objects(m) == want, "the bucket holds other objects than one per content"
+    for key in list(want)[:5]:
+        assert sha256(fetched(m, key, tmp_path)) == key.rsplit("/", 1)[1]
+    assert {storage(m.roll / name) for name in photos} == {"both"}
+
+
+def test_an_upload_cut_by_a_killed_daemon_is_done_at_the_next_mount(remote_mount):
+    """SIGKILL right after the copies closed (uploads queued, some under way): after a remount
+    every photo is uploaded once, as one object each."""
+    m = remote_mount
+    photos = [payload(400_000, f"k{i}") for i in range(20)]
+    for i, data in enumerate(photos):
+        write(m.roll / f"k{i}.jpg", data)
+    m.kill()
+    m.start()
+    sync(m)
+    assert objects(m) == {f"objects/{sha256(d)[:2]}/{sha256(d)}": len(d) for d in photos}
+
+
+def test_a_stalled_object_store_changes_nothing_a_user_does(remote_mount):
+    """radosgw stopped dead (SIGSTOP: connections hang, nothing answers): listing, stat, copies,
+    renames, links and deletes go on at local speed; the uploads wait, and go once it answers."""
+    m = remote_mount
+    write(m.roll / "before.jpg", payload(10_000, "before"))
+    sync(m)
+    rgw = m.gateway.pids["rgw.a"]
+    os.kill(rgw, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        write(m.roll / "offline.jpg", payload(200_000, "offline"))
+        (m.albums / "Trip").mkdir()
+        os.link(m.roll / "offline.jpg", m.albums / "Trip" / "offline.jpg")
+        os.rename(m.roll / "before.jpg", m.roll / "renamed.jpg")
+        os.unlink(m.roll / "renamed.jpg")
+        assert sorted(names(m.roll)) == ["offline.jpg"]
+        assert storage(m.roll / "offline.jpg") == "uploading"
+        elapsed = time.monotonic() - started
+        assert elapsed < 5, f"file operations took {elapsed:.1f} s with the object store stalled"
+        assert os.getxattr(m.mp, "user.albumfs.uploading") == b"1"
+    finally:
+        os.kill(rgw, signal.SIGCONT)
+    sync(m)
+    assert storage(m.roll / "offline.jpg") == "both"
+
+
+def test_a_purge_deletes_the_object_only_when_no_twin_needs_it(remote_mount):
+    """rm from the roll, then from Recently Deleted (Empty Trash): the object goes once the last
+    asset with that content is purged; eventual, so polled with a bound."""
+    m = remote_mount
+    data = payload(30_000, "twins")
+    key = f"objects/{sha256(data)[:2]}/{sha256(data)}"
+    write(m.roll / "a.jpg", data)
+    write(m.roll / "b.jpg", data)
+    sync(m)
+    os.unlink(m.roll / "a.jpg")
+    os.unlink(m.mp / "Recently Deleted" / "a.jpg")
+    write(m.roll / "other.jpg", payload(1000, "other"))
+    sync(m)   # the worker ran past the purge's step
+    assert key in objects(m), "an object its twin still needs was deleted"
+    os.unlink(m.roll / "b.jpg")
+    os.unlink(m.mp / "Recently Deleted" / "b.jpg")
+    deadline = time.monotonic() + SYNC_TIMEOUT
+    while key in objects(m) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert key not in objects(m), "the last twin's purge left its object"
+
+
+def test_a_store_with_a_remote_is_not_mounted_without_keys(remote_mount, tmp_path):
+    """No keys in the environment or ~/.aws/credentials: the mount is refused with exit 3 and
+    the one line that says where they go; nothing is mounted."""
+    m = remote_mount
+    m.unmount()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["HOME"] = str(tmp_path)   # no ~/.aws/credentials there
+    p = subprocess.run([ALBUMFS, "mount", "--store", m.store, m.mp], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 3, (p.returncode, p.stderr)
+    assert "needs keys" in p.stderr and "AWS_ACCESS_KEY_ID" in p.stderr
+    assert os.listdir(m.mp) == [], "something is mounted"
