@@ -334,6 +334,16 @@ extension Database {
             result.unread = result.assets - result.kinds.values.reduce(0, +)
             result.favorites = try scalarInt("SELECT count(*) FROM favorites f WHERE \(live)")
         }
+        if result.schemaVersion >= 7, let remote = try remoteConfiguration() {
+            result.remote = remote.url + " at " + remote.endpoint
+            try statement("""
+                SELECT count(*), coalesce(sum(n.size), 0) FROM upload_queue q JOIN nodes n ON n.id = q.asset
+                """).first { row in
+                result.uploadsPending = row.int64(0)
+                result.uploadBytesPending = row.int64(1)
+            }
+            result.objects = try scalarInt("SELECT count(DISTINCT sha256) FROM remote_objects")
+        }
         return result
     }
 }

@@ -22,6 +22,12 @@ public struct StoreStatistics: Sendable, Equatable {
     public var unread: Int64 = 0
     public var favorites: Int64 = 0
     public var schemaVersion = 0
+    /// The remote (`s3://… at ENDPOINT`; nil: none), the uploads it waits for
+    /// (assets, bytes), and the objects the bucket holds for the library.
+    public var remote: String?
+    public var uploadsPending: Int64 = 0
+    public var uploadBytesPending: Int64 = 0
+    public var objects: Int64 = 0
 
     public static func read(_ location: StoreLocation) throws(LibraryError) -> StoreStatistics {
         guard access(location.databasePath, R_OK) == 0 else {

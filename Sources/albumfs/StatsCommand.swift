@@ -50,7 +50,9 @@ struct StatsCommand {
         albums: \(s.albums)
         Recently Deleted: \(s.deletedAssets) (\(s.deletedBytes) bytes)
         side files: \(s.sideFiles)
-        """
+        """ + (s.remote.map { remote in
+            "\nremote: \(remote): \(s.objects) object\(s.objects == 1 ? "" : "s"); \(s.uploadsPending) upload\(s.uploadsPending == 1 ? "" : "s") waiting (\(s.uploadBytesPending) bytes)"
+        } ?? "")
     }
 
     private static func json(_ location: StoreLocation, _ s: StoreStatistics, _ mounted: Bool, _ points: [String]) -> String {
@@ -60,7 +62,8 @@ struct StatsCommand {
             "mount_points": [\(mountPoints)], "assets": \(s.assets), "bytes": \(s.bytes), "albums": \(s.albums), \
             "recently_deleted": {"assets": \(s.deletedAssets), "bytes": \(s.deletedBytes)}, "side_files": \(s.sideFiles), \
             "kinds": {\(["photo", "video", "audio", "other"].map { "\"\($0)\": \(s.kinds[$0] ?? 0)" }.joined(separator: ", ")), \
-            "unread": \(s.unread)}, "favorites": \(s.favorites)}
+            "unread": \(s.unread)}, "favorites": \(s.favorites), "remote": \(s.remote.map(quoted) ?? "null"), \
+            "uploads_pending": {"assets": \(s.uploadsPending), "bytes": \(s.uploadBytesPending)}, "objects": \(s.objects)}
             """
     }
 

@@ -38,6 +38,17 @@ struct FailedReleaseTests {
         return (id, file)
     }
 
+    /// A store whose `a.jpg` had 100 bytes written and a last release that
+    /// could not commit (the disk full for good, the reserve spent too).
+    private func afterAFailedRelease() throws -> (TestStore, NodeID) {
+        let store = try TestStore()
+        let (id, file) = try writeNew(store, "a.jpg", 100)
+        let disk = FullDisk(store.library)
+        #expect(throws: LibraryError.noSpace) { try store.library.release(file) }
+        disk.ends(store.library)
+        return (store, id)
+    }
+
     @Test("a release that fails for space is retried through the store's reserve, as a delete is")
     func retriedThroughTheReserve() throws {
         let store = try TestStore()
@@ -50,12 +61,8 @@ struct FailedReleaseTests {
 
     @Test("a release that cannot commit keeps what stat showed and the mark; the next close of the file commits them")
     func keptUntilTheNextClose() throws {
-        let store = try TestStore()
+        let (store, id) = try afterAFailedRelease()
         let library = store.library
-        let (id, file) = try writeNew(store, "a.jpg", 100)
-        let disk = FullDisk(library)
-        #expect(throws: LibraryError.noSpace) { try library.release(file) }
-        disk.ends(library)
         #expect(try library.attributes(of: id).size == 100, "stat fell back to the row written before")
         #expect(try stored(library, id) == (0, true))
         // An open that writes nothing: its close must not take the mark without the size.
@@ -68,12 +75,8 @@ struct FailedReleaseTests {
 
     @Test("what a failed release owes is committed by the next release that succeeds")
     func settledByTheNextRelease() throws {
-        let store = try TestStore()
+        let (store, id) = try afterAFailedRelease()
         let library = store.library
-        let (id, file) = try writeNew(store, "a.jpg", 100)
-        let disk = FullDisk(library)
-        #expect(throws: LibraryError.noSpace) { try library.release(file) }
-        disk.ends(library)
         let (_, other) = try writeNew(store, "b.jpg", 10)
         try library.release(other)
         #expect(try stored(library, id) == (100, false))
@@ -82,12 +85,7 @@ struct FailedReleaseTests {
 
     @Test("a failed release's state survives into the next mount through its mark")
     func recoveredAtTheNextMount() throws {
-        let store = try TestStore()
-        let library = store.library
-        let (id, file) = try writeNew(store, "a.jpg", 100)
-        let disk = FullDisk(library)
-        #expect(throws: LibraryError.noSpace) { try library.release(file) }
-        disk.ends(library)
+        let (store, id) = try afterAFailedRelease()
         let reopened = try store.reopen()
         #expect(try reopened.attributes(of: id).size == 100)
         #expect(try stored(reopened, id) == (100, false))

@@ -4,6 +4,7 @@ What the bucket holds is read back with s3cmd, an S3 client that is not albumfs.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -79,6 +80,9 @@ def test_every_closed_photo_is_in_the_bucket_after_sync_wait(remote_mount, tmp_p
     for key in list(want)[:5]:
         assert sha256(fetched(m, key, tmp_path)) == key.rsplit("/", 1)[1]
     assert {storage(m.roll / name) for name in photos} == {"both"}
+    stats = json.loads(run([ALBUMFS, "stats", "--json", m.mp], text=True).stdout)
+    assert stats["remote"].startswith(f"s3://{m.bucket}/lib")
+    assert stats["uploads_pending"] == {"assets": 0, "bytes": 0} and stats["objects"] == len(want)
 
 
 def test_an_upload_cut_by_a_killed_daemon_is_done_at_the_next_mount(remote_mount):
