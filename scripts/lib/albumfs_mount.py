@@ -1,5 +1,5 @@
 """Mounting albumfs and watching over its daemon, for the integration tests (Tests/integration,
-through albumfs_testlib and conftest) and the benchmark (scripts/lib/bench.py) alike.
+through albumfs_testlib and conftest) and the benchmark (scripts/lib/bench/) alike.
 
 Nothing here touches a mount's files: the mount table and the processes are read from /proc, a
 hung mount is broken loose through fusectl (/sys/fs/fuse/connections/N/abort), and every wait

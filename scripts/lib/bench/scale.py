@@ -1,0 +1,64 @@
+"""Scale (--scale, --scale-only): a store of many assets made by scripts/make-store; fsck
+of it, mount times (first, cold, warm), warm listings of its big album, the daemon's memory."""
+import os
+
+from .harness import REPO, Mount, log, median, q
+
+
+def run(bench):
+    n, k = bench.scale_assets, bench.scale_album
+    log(f"scale: generating a store of {n} assets with an album of {k}")
+    store = os.path.join(bench.work, "scale-store")
+    mnt = os.path.join(bench.work, "scale-mnt")
+    plain_album = os.path.join(bench.work, "scale-plain", "Big")
+    seconds, out = bench.sh(f"ALBUMFS_BIN={q(bench.binary)} python3 {q(os.path.join(REPO, 'scripts', 'make-store'))} "
+                           f"{q(store)} --assets {n} --album-size {k}", capture=True,
+                           timeout=max(bench.timeout, 1800))
+    log("  " + out.strip())
+    lines = [f"store of {n} assets, album Albums/Big of {k} (made by scripts/make-store in {seconds:.1f} s)"]
+    os.makedirs(plain_album)
+    for i in range(k):
+        os.close(os.open(os.path.join(plain_album, f"IMG_{i:07d}.JPG"), os.O_WRONLY | os.O_CREAT, 0o644))
+    fsck_seconds, fsck = bench.sh(f"{q(bench.binary)} fsck --store {q(store)}", capture=True, check=False,
+                                 timeout=max(bench.timeout, 600))
+    lines.append(f"albumfs fsck --store STORE: {fsck_seconds:.2f} s: {fsck.strip()}")
+    if "consistent" not in fsck:
+        bench.problem(f"scale: fsck of the generated store: {fsck.strip()}")
+
+    mount = Mount(bench.binary, store, mnt, bench.mount_options)
+    bench.mounts.append(mount)
+    rounds = max(bench.rounds, 3)
+    times = {"first": [], "cold": [], "warm": []}
+    for r in range(rounds + 1):
+        for kind in ("cold", "warm"):
+            if kind == "cold":
+                bench.drop_caches()
+            else:
+                bench.sh("sync")
+            seconds = mount.mount(timeout=120)
+            mount.unmount()
+            times["first" if r == 0 and kind == "cold" else kind].append(seconds)
+    lines.append(f"mount (albumfs mount … returns, live): first after generation {times['first'][0]:.3f} s; "
+                 f"cold cache median {median(times['cold']):.3f} s; warm median {median(times['warm']):.3f} s "
+                 f"(bar < 1 s)")
+    lines.append(f"  cold: {' '.join(f'{t:.3f}' for t in times['cold'])}; "
+                 f"warm: {' '.join(f'{t:.3f}' for t in times['warm'])}")
+
+    mount.mount(timeout=120)
+    bench.active = mount
+    start_rows = len(bench.rows)
+    for name, template in (("ls", "ls {} > /dev/null"), ("ls -l", "ls -l {} > /dev/null")):
+        commands = {"plain": template.format(q(plain_album)),
+                    "albumfs": template.format(q(os.path.join(mnt, "Albums", "Big")))}
+        bench.measure(f"scale: warm {name}, album of {k} (store of {n})", commands,
+                     before=lambda side, c=commands: bench.sh(c[side]), bar="≤ 1.5", rounds=rounds)
+    _, count = bench.sh(f"ls {q(os.path.join(mnt, 'Albums', 'Big'))} | wc -l", capture=True)
+    if count.strip() != str(k):
+        bench.problem(f"scale: the album lists {count.strip()} entries, expected {k}")
+    rss, hwm = mount.status("VmRSS"), mount.status("VmHWM")
+    lines.append(f"daemon after mount and the listings: VmRSS {rss / 1024:.1f} MiB, VmHWM {hwm / 1024:.1f} MiB "
+                 f"(bar < 100 MiB)" if rss and hwm else "daemon RSS: unknown")
+    mount.unmount()
+    bench.scale_rows = bench.rows[start_rows:]
+    del bench.rows[start_rows:]
+    bench.scale_lines = lines
