@@ -13,6 +13,9 @@ public struct ContentStore: Sendable {
     /// A file every content directory carries, telling it from an empty or
     /// foreign directory (see StoreOpener).
     public static let markerName = ".albumfs-content"
+    /// Where data on its way in from the bucket, or out of the cache, waits
+    /// (`.transfers/fetch-ID`, `.transfers/evict-ID`): never an asset's file.
+    static let transfersName = ".transfers"
     public var markerPath: String { directory + "/" + Self.markerName }
 
     /// 256 fan-out directories by the id's low byte, so sequential ids spread evenly.
@@ -169,7 +172,7 @@ public struct ContentStore: Sendable {
     /// Calls `body` with the id and size of every content file; names that are
     /// not ids are reported with a nil id.
     public func forEachFile(_ body: (_ path: String, _ id: NodeID?, _ size: Int64) -> Void) throws(LibraryError) {
-        for sub in try entries(of: directory) where sub != Self.markerName {
+        for sub in try entries(of: directory) where sub != Self.markerName && sub != Self.transfersName {
             let subPath = "\(directory)/\(sub)"
             guard let names = try? entries(of: subPath) else {
                 body(subPath, nil, 0)
@@ -187,7 +190,7 @@ public struct ContentStore: Sendable {
 
     /// Whether any asset data is there (stops at the first file found).
     func holdsAnyData() throws(LibraryError) -> Bool {
-        for sub in try entries(of: directory) where sub != Self.markerName {
+        for sub in try entries(of: directory) where sub != Self.markerName && sub != Self.transfersName {
             if let names = try? entries(of: "\(directory)/\(sub)"), !names.isEmpty { return true }
         }
         return false
@@ -204,6 +207,49 @@ public struct ContentStore: Sendable {
             if name != "." && name != ".." { names.append(name) }
         }
         return names
+    }
+
+    // MARK: transfers (SEMANTICS.md § Remote storage)
+
+    var transfersPath: String { directory + "/" + Self.transfersName }
+    func fetchPath(of id: NodeID) -> String { "\(transfersPath)/fetch-\(hex(id, width: 16))" }
+    func evictPath(of id: NodeID) -> String { "\(transfersPath)/evict-\(hex(id, width: 16))" }
+
+    /// A new, empty file for data coming from the bucket (made over a leftover).
+    func createFetchFile(_ id: NodeID) throws(LibraryError) -> Int32 {
+        try makeDirectory(transfersPath)
+        return try syscall { Glibc.open(fetchPath(of: id), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+    }
+
+    /// The fetched data becomes the asset's.
+    func installFetched(_ id: NodeID) throws(LibraryError) {
+        try syscall { Glibc.rename(fetchPath(of: id), path(of: id)) }
+    }
+
+    /// Moves the asset's data aside, to be removed once its eviction commits.
+    func setAsideForEviction(_ id: NodeID) throws(LibraryError) {
+        try makeDirectory(transfersPath)
+        try syscall { Glibc.rename(path(of: id), evictPath(of: id)) }
+    }
+
+    /// Puts it back (the eviction did not commit).
+    func restoreEvicted(_ id: NodeID) {
+        _ = Glibc.rename(evictPath(of: id), path(of: id))
+    }
+
+    func removeTransfer(_ path: String) {
+        _ = Glibc.unlink(path)
+    }
+
+    /// What a crash left in transfers: (ids set aside for eviction, fetch files).
+    func leftoverTransfers() -> (evicting: [NodeID], fetching: [String]) {
+        guard let names = try? entries(of: transfersPath) else { return ([], []) }
+        var evicting: [NodeID] = [], fetching: [String] = []
+        for name in names {
+            if name.hasPrefix("evict-"), let id = Self.id(fromFileName: String(name.dropFirst(6))) { evicting.append(id) }
+            else { fetching.append("\(transfersPath)/\(name)") }
+        }
+        return (evicting, fetching)
     }
 }
 

@@ -157,7 +157,9 @@ public struct StoreChecker {
             }
         }
         let dataInDatabase = Set(try db.nodesWithDataInDatabase())
-        for id in assets.keys where !seen.contains(id) && !dataInDatabase.contains(id) {
+        // Evicted data is in the bucket (fsck --remote, planned, checks it there).
+        let evicted = Set(try db.evictedAssets())
+        for id in assets.keys where !seen.contains(id) && !dataInDatabase.contains(id) && !evicted.contains(id) {
             problems.append(Problem(description: "asset \(id) has no data (\(content.path(of: id)) is missing)", repair: nil,
                                     whyNotRepaired: "only a backup of that file can bring it back; removing the asset would drop its names and albums"))
         }

@@ -23,6 +23,7 @@ extension Library {
         if changes.size != nil {
             waitForFreedData()
             try writeDataKeptInDatabase(id)
+            try fetchIfEvicted(id)
         }
         let largestFileSize = self.largestFileSize
         // Shrinking a file frees space: it may use the reserve.

@@ -24,6 +24,10 @@ extension Library {
         let kind = try attributes(of: id).kind
         guard kind.hasData else { throw .isDirectory }
         if kind == .sideFile { try writeDataKeptInDatabase(id) }
+        if kind == .asset {
+            try fetchIfEvicted(id)
+            noteOpened(id)
+        }
         let descriptor: Int32
         do {
             descriptor = try content.open(id, writable: writable)

@@ -13,6 +13,8 @@ extension Library {
     static let uploadingAttribute: Name = Array("user.albumfs.uploading".utf8)
     /// On an asset, with a remote: `local`, `uploading` or `both` (SEMANTICS.md § Remote storage).
     static let storageAttribute: Name = Array("user.albumfs.storage".utf8)
+    /// On an asset, with a remote: `1` pins it local (never evicted), `0` not. Writable.
+    static let keepAttribute: Name = Array("user.albumfs.keep".utf8)
     /// Set on a duplicate set's directory: merges the set (Library.mergeDuplicates);
     /// read: the roll names a merge would take now, the kept one first (Library.mergePlan).
     public static let mergeAttribute: Name = Array("user.albumfs.merge".utf8)
@@ -67,6 +69,9 @@ extension Library {
                 // As for indexing: a file still open for writing is uploaded after its last close.
                 return Array(String(try uploadsQueued() + Int64(openFiles.filesOpenForWriting)).utf8)
             }
+            if name == Self.keepAttribute, remote != nil {
+                return Array((try isKeptLocal(id) ? "1" : "0").utf8)
+            }
             if name == Self.storageAttribute {
                 guard let storage = try storage(of: id) else { throw .noAttribute }
                 return Array(storage.utf8)
@@ -110,6 +115,10 @@ extension Library {
     }
 
     public func setExtendedAttribute(_ id: NodeID, _ name: Name, _ value: [UInt8], mode: SetMode) throws(LibraryError) {
+        if name == Self.keepAttribute, remote != nil {
+            guard value == Array("1".utf8) || value == Array("0".utf8) else { throw .invalidArgument }
+            return try setKeptLocal(id, value == Array("1".utf8))
+        }
         try checkWritableName(name)
         if value.count > Self.maxAttributeValue { throw .valueTooLarge }
         if try isVirtualDirectory(id) { throw .notPermitted }

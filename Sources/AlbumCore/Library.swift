@@ -48,6 +48,10 @@ public final class Library: Sendable {
     public let remote: RemoteConfiguration?
     /// Uploads to it and deletes from it, once the mount attaches a backend.
     let remoteSync = Mutex<RemoteSync?>(nil)
+    /// Assets being fetched from the bucket now (`user.albumfs.storage`: downloading).
+    let fetching = Mutex<Set<NodeID>>([])
+    /// When each asset was last opened this mount (a counter): eviction's order.
+    let lastOpened = Mutex<[NodeID: UInt64]>([:])
     /// The largest file the content directory's filesystem holds: a bigger
     /// size is refused before anything changes (EFBIG, as ext4 does).
     let largestFileSize: Int64

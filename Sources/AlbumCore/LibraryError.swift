@@ -30,6 +30,9 @@ public enum LibraryError: Error, Equatable, Sendable {
     /// The database disagrees with itself (a row a committed change needs is
     /// gone): EIO, logged; `albumfs fsck` looks into it.
     case inconsistent(String)
+    /// Data only in the bucket could not be had (unreachable, refused, a
+    /// wrong object): EIO, logged with the asset and the reason.
+    case remote(String)
     /// The store cannot be used: the text says why, in one line.
     case unusableStore(String)
     /// A system call on the store failed with this errno (one the domain has no case for).
@@ -67,6 +70,7 @@ extension LibraryError {
         case .missingData(let id):
             return "asset \(id): its content file is missing from the store (albumfs fsck reports it; restore it from a backup)"
         case .inconsistent(let what): return "the store's database is inconsistent: \(what) (run albumfs fsck)"
+        case .remote(let what): return what
         case .unusableStore(let reason): return "store unusable: \(reason)"
         case .database(let code, let message): return "database error \(code): \(message)"
         default: return nil

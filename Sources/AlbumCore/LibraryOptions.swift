@@ -9,6 +9,9 @@ public struct LibraryOptions: Sendable {
     public var clockOffset: Nanoseconds
     /// Reads what each asset's content says (nil: nothing is read, no facts).
     public var factsReader: (any AssetFactsReader)?
+    /// With a remote: the most bytes of originals kept on the local disk
+    /// (`-o cache_size`); nil: every original stays local too.
+    public var cacheSize: Int64?
     /// Where background work says what went wrong (the daemon's log).
     public var log: @Sendable (String) -> Void = { _ in }
 

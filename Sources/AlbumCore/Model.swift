@@ -89,6 +89,8 @@ public struct Attributes: Sendable, Equatable {
     public var accessTime: Nanoseconds
     public var modificationTime: Nanoseconds
     public var changeTime: Nanoseconds
+    /// The data is only in the bucket (evicted): `st_blocks` is 0, `st_size` the real size.
+    public var isRemoteOnly = false
 }
 
 /// One entry of a directory listing with its node's attributes, so a

@@ -76,6 +76,8 @@ extension Database {
     /// another asset has the same content.
     func forgetRemote(of asset: NodeID) throws {
         try statement("DELETE FROM upload_queue WHERE asset = ?1").bind(.int(asset)).run()
+        try unmarkEvicted(asset)
+        try setKeptLocal(asset, false)
         guard let sha256 = try remoteObject(of: asset)?.sha256 else { return }
         try statement("DELETE FROM remote_objects WHERE asset = ?1").bind(.int(asset)).run()
         try deleteObjectIfUnneeded(sha256)
@@ -100,5 +102,57 @@ extension Database {
 
     func remoteDeleteDone(_ sha256: String) throws {
         try statement("DELETE FROM remote_deletes WHERE sha256 = ?1").bind(.text(sha256)).run()
+    }
+
+    // MARK: eviction (-o cache_size)
+
+    func isEvicted(_ asset: NodeID) throws -> Bool {
+        try statement("SELECT 1 FROM evicted WHERE asset = ?1").bind(.int(asset)).first { _ in true } ?? false
+    }
+
+    func markEvicted(_ asset: NodeID) throws {
+        try statement("INSERT OR IGNORE INTO evicted(asset) VALUES (?1)").bind(.int(asset)).run()
+    }
+
+    func unmarkEvicted(_ asset: NodeID) throws {
+        try statement("DELETE FROM evicted WHERE asset = ?1").bind(.int(asset)).run()
+    }
+
+    func evictedAssets() throws -> [NodeID] {
+        try statement("SELECT asset FROM evicted").all { NodeID(bitPattern: $0.int64(0)) }
+    }
+
+    /// Bytes of asset data on the local disk (the assets not evicted).
+    func localAssetBytes() throws -> Int64 {
+        try scalarInt("""
+            SELECT coalesce(sum(n.size), 0) FROM nodes n
+            WHERE n.kind = \(NodeKind.asset.rawValue) AND NOT EXISTS (SELECT 1 FROM evicted v WHERE v.asset = n.id)
+            """)
+    }
+
+    /// Assets that may be evicted, oldest import first: the bucket holds
+    /// exactly their data (its size and mtime as recorded), they are not
+    /// queued, not being written, not pinned and not favorites (Favorites
+    /// stay local, as Photos keeps what you look at most).
+    func evictionCandidates(limit: Int) throws -> [(asset: NodeID, size: Int64)] {
+        try statement("""
+            SELECT n.id, n.size FROM nodes n JOIN remote_objects o ON o.asset = n.id
+            WHERE n.kind = \(NodeKind.asset.rawValue) AND o.size = n.size AND o.data_mtime = n.mtime
+            AND NOT EXISTS (SELECT 1 FROM evicted v WHERE v.asset = n.id)
+            AND NOT EXISTS (SELECT 1 FROM upload_queue q WHERE q.asset = n.id)
+            AND NOT EXISTS (SELECT 1 FROM unfinished_writes u WHERE u.id = n.id)
+            AND NOT EXISTS (SELECT 1 FROM kept_local k WHERE k.asset = n.id)
+            AND NOT EXISTS (SELECT 1 FROM favorites f WHERE f.asset = n.id)
+            ORDER BY n.imported, n.id LIMIT ?1
+            """).bind(.int(Int64(limit))).all { (NodeID(bitPattern: $0.int64(0)), $0.int64(1)) }
+    }
+
+    func isKeptLocal(_ asset: NodeID) throws -> Bool {
+        try statement("SELECT 1 FROM kept_local WHERE asset = ?1").bind(.int(asset)).first { _ in true } ?? false
+    }
+
+    func setKeptLocal(_ asset: NodeID, _ kept: Bool) throws {
+        try statement(kept ? "INSERT OR IGNORE INTO kept_local(asset) VALUES (?1)" : "DELETE FROM kept_local WHERE asset = ?1")
+            .bind(.int(asset)).run()
     }
 }

@@ -15,7 +15,8 @@ extension Database {
             WHEN 10 THEN 1
             WHEN 1 THEN 2
             ELSE 2 + (SELECT count(*) FROM nodes d WHERE d.parent = n.id)
-        END
+        END,
+        n.kind = 5 AND EXISTS (SELECT 1 FROM evicted v WHERE v.asset = n.id)
         """
 
     func attributes(of id: NodeID) throws -> Attributes? {
@@ -34,7 +35,8 @@ extension Database {
             linkCount: row.int(first + 9),
             accessTime: row.int64(first + 6),
             modificationTime: row.int64(first + 7),
-            changeTime: row.int64(first + 8))
+            changeTime: row.int64(first + 8),
+            isRemoteOnly: row.int(first + 10) != 0)
     }
 
     func lookup(_ parent: NodeID, _ name: Name) throws -> Attributes? {

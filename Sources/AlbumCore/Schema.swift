@@ -244,6 +244,15 @@ enum Schema {
                 CREATE TABLE remote_deletes(sha256 TEXT PRIMARY KEY);
                 """)
         },
+        .init("originals kept only in the bucket, and the ones kept local") { db in
+            try db.execute("""
+                -- Assets whose data was evicted (-o cache_size): only in the
+                -- bucket, as remote_objects says, until an open fetches it.
+                CREATE TABLE evicted(asset INTEGER PRIMARY KEY);
+                -- Assets pinned local (user.albumfs.keep = 1): never evicted.
+                CREATE TABLE kept_local(asset INTEGER PRIMARY KEY);
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

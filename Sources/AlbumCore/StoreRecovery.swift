@@ -16,6 +16,14 @@ struct StoreRecovery {
         try db.transaction {
             for id in purges { try db.purgeDone(id) }
         }
+        // Transfers a crash cut short (SEMANTICS.md § Remote storage): data set
+        // aside by an eviction goes if the eviction committed, else back;
+        // data half fetched goes (the asset is still evicted: fetched again).
+        let (evicting, fetching) = content.leftoverTransfers()
+        for id in evicting {
+            if try db.isEvicted(id) { content.removeTransfer(content.evictPath(of: id)) } else { content.restoreEvicted(id) }
+        }
+        for path in fetching { content.removeTransfer(path) }
         // Writes that were under way: the data may be ahead of the row.
         let unfinished = try db.unfinishedWrites()
         try db.transaction {

@@ -13,7 +13,8 @@ extension FileSystem {
         s.st_gid = a.gid
         s.st_size = Int(a.size)
         s.st_blksize = preferredBlockSize
-        s.st_blocks = Int((a.size + 511) / 512)
+        // `du` counts what is on the local disk; `du --apparent-size` the library.
+        s.st_blocks = a.isRemoteOnly ? 0 : Int((a.size + 511) / 512)
         s.st_atim = timespec(nanoseconds: a.accessTime)
         s.st_mtim = timespec(nanoseconds: a.modificationTime)
         s.st_ctim = timespec(nanoseconds: a.changeTime)

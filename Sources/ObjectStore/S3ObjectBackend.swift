@@ -36,6 +36,17 @@ public final class S3ObjectBackend: @unchecked Sendable {
         return sha256
     }
 
+    public func fetch(sha256: String, length: Int64, into descriptor: Int32) throws {
+        let got = try locked { () throws(ObjectStoreError) in try client.get(Self.key(of: sha256), into: descriptor) }
+        guard got == length else {
+            throw ObjectStoreError.corrupt("the object \(Self.key(of: sha256)) has \(got) bytes, not \(length)")
+        }
+        let actual = try FileDigest.sha256(of: descriptor, length: length)
+        guard actual == sha256 else {
+            throw ObjectStoreError.corrupt("the object \(Self.key(of: sha256)) holds other data (SHA-256 \(actual))")
+        }
+    }
+
     public func remove(sha256: String) throws {
         try locked { () throws(ObjectStoreError) in try client.delete(Self.key(of: sha256)) }
     }

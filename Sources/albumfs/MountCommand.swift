@@ -150,6 +150,7 @@ struct MountCommand {
     private func libraryOptions(_ options: MountOptions) throws(CommandFailure) -> LibraryOptions {
         var result = LibraryOptions(trashDays: options.trashDays, factsReader: IsolatedFactsReader())
         result.log = { Log.error($0) }
+        result.cacheSize = options.cacheSize
         if let text = getenv("ALBUMFS_CLOCK_OFFSET").map({ String(cString: $0) }) {
             guard let seconds = Int64(text) else { throw CommandFailure(.usage, "ALBUMFS_CLOCK_OFFSET is not a number of seconds: \(text)") }
             result.clockOffset = seconds * 1_000_000_000

@@ -8,6 +8,9 @@ struct MountOptions {
     var passthrough = true
     /// `trash_days=N`: days deleted assets stay in Recently Deleted (0: none).
     var trashDays = 30
+    /// `cache_size=SIZE` (bytes, or with K, M, G, T: powers of 1024): with a
+    /// remote, the most bytes of originals kept locally (nil: all of them).
+    var cacheSize: Int64?
     /// What goes to libfuse's `-o`.
     var fuseOptions: [String] = []
 
@@ -41,6 +44,11 @@ struct MountOptions {
                     throw CommandFailure(.usage, "trash_days takes a number of days from 0 to 36500: \(option)")
                 }
                 trashDays = days
+            } else if option.hasPrefix("cache_size=") {
+                guard let bytes = Self.size(option.dropFirst("cache_size=".count)) else {
+                    throw CommandFailure(.usage, "cache_size takes a size (bytes, or with K, M, G or T): \(option)")
+                }
+                cacheSize = bytes
             } else if option.hasPrefix("max_read=") {
                 fuseOptions.append(option)
             } else if Self.ignored.contains(option) || Self.ignoredPrefixes.contains(where: option.hasPrefix) {
@@ -52,5 +60,16 @@ struct MountOptions {
         if !unknown.isEmpty {
             throw CommandFailure(.usage, "unknown mount option\(unknown.count > 1 ? "s" : ""): \(unknown.joined(separator: ", "))")
         }
+    }
+
+    /// `20G`, `512M`, `4096`: bytes (K, M, G, T are powers of 1024).
+    static func size(_ text: Substring) -> Int64? {
+        let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        var digits = text
+        var unit: Int64 = 1
+        if let last = text.last?.uppercased().first, let factor = units[last] { unit = factor; digits = text.dropLast() }
+        guard let number = Int64(digits), number >= 0 else { return nil }
+        let (bytes, overflow) = number.multipliedReportingOverflow(by: unit)
+        return overflow ? nil : bytes
     }
 }

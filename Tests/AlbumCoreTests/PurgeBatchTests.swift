@@ -108,8 +108,11 @@ struct PurgeBatchTests {
         let db = try Database(path: store.location.databasePath)
         // The format before that step (the steps after it are undone too).
         let step = try #require(Schema.migrator.migrations.firstIndex { $0.name.hasPrefix("a purged asset's facts") })
-        try db.execute("DROP TABLE remote; DROP TABLE upload_queue; DROP TABLE remote_objects; DROP TABLE remote_deletes")
-        #expect(step + 2 == Schema.migrator.latestVersion, "a step after the remote's: undo it here too")
+        try db.execute("""
+            DROP TABLE remote; DROP TABLE upload_queue; DROP TABLE remote_objects; DROP TABLE remote_deletes;
+            DROP TABLE evicted; DROP TABLE kept_local
+            """)
+        #expect(step + 3 == Schema.migrator.latestVersion, "a step after the eviction's: undo it here too")
         let version = step + 1
         try db.execute("""
             ALTER TABLE asset_facts RENAME TO facts_now;

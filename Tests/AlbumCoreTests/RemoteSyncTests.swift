@@ -23,13 +23,15 @@ private struct RemoteFixture {
     let remote: RemoteConfiguration
     let bucket: S3Client
 
-    init(trashDays: Int = 30, endpoint: String? = nil) throws {
+    init(trashDays: Int = 30, cacheSize: Int64? = nil, endpoint: String? = nil) throws {
         let gateway = try #require(gateway)
         let name = "r" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         remote = RemoteConfiguration(url: "s3://\(name)/lib", endpoint: endpoint ?? gateway.endpoint, region: "us-east-1", profile: nil)
         bucket = try S3Client(location: RemoteLocation(url: remote.url, endpoint: gateway.endpoint), credentials: gateway.credentials)
         try bucket.createBucket()
-        store = try TestStore(options: LibraryOptions(trashDays: trashDays))
+        var options = LibraryOptions(trashDays: trashDays)
+        options.cacheSize = cacheSize
+        store = try TestStore(options: options)
         try store.library.setRemote(remote, everyAsset: false)
         store.close()
         try store.reopen()
@@ -137,6 +139,91 @@ struct RemoteSyncTests {
                                                     credentials: gateway!.credentials))
         try f.synced()
         #expect(Set(try f.objects().values.map { String(decoding: $0, as: UTF8.self) }) == ["kept", "more"])
+        library.stopRemoteSync()
+    }
+
+    /// Polls `condition` (eviction is background work: eventual), bounded.
+    private func eventually(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool,
+                            sourceLocation: SourceLocation = #_sourceLocation) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !((try? condition()) ?? false) && Date() < deadline { usleep(20_000) }
+        #expect((try? condition()) == true, "not within \(timeout) s: \(what)", sourceLocation: sourceLocation)
+    }
+
+    @Test("with a cache bound, uploaded originals are evicted least recently opened first; stat keeps the size; an open fetches the data back")
+    func evictionAndFetch() throws {
+        let f = try RemoteFixture()
+        let data = ["a": [UInt8](repeating: 1, count: 100), "b": [UInt8](repeating: 2, count: 100), "c": [UInt8](repeating: 3, count: 100)]
+        var ids: [String: NodeID] = [:]
+        for name in ["c", "a", "b"] { ids[name] = try f.store.createFile(TestStore.roll, name, contents: data[name]!) }
+        try f.start()
+        try f.synced()
+        f.store.library.stopRemoteSync()
+        // All three in the bucket; now mounted with room for one and a half.
+        var options = LibraryOptions()
+        options.cacheSize = 150
+        let library = try f.store.reopen(options: options)
+        // c is the oldest import, but the one opened last: it stays.
+        _ = try f.store.read(ids["c"]!)
+        try f.start()
+        eventually("two of three evicted") { f.storage(ids["a"]!) == "remote" && f.storage(ids["b"]!) == "remote" }
+        #expect(f.storage(ids["c"]!) == "both")
+        let a = try library.attributes(of: ids["a"]!)
+        #expect(a.size == 100 && a.isRemoteOnly, "stat of a remote-only original: its real size, no local blocks")
+        #expect(library.content.size(of: ids["a"]!) == nil, "the evicted data is still on the local disk")
+        #expect(try f.store.read(ids["a"]!) == data["a"]!, "the fetched data is not the original")
+        #expect(try library.attributes(of: ids["a"]!).isRemoteOnly == false)
+        f.store.library.stopRemoteSync()
+        f.store.close()
+        let problems = try StoreChecker(location: f.store.location).check(repair: false)
+        #expect(problems.isEmpty, "\(problems)")
+    }
+
+    @Test("a wrong object in the bucket is EIO on open and is never taken for the data")
+    func wrongObject() throws {
+        let f = try RemoteFixture(cacheSize: 0)
+        let id = try f.store.createFile(TestStore.roll, "x.jpg", contents: bytes("the real photo"))
+        try f.start()
+        try f.synced()
+        eventually("evicted") { f.storage(id) == "remote" }
+        // Overwritten behind albumfs' back.
+        try f.bucket.put(RemoteFixture.key(bytes("the real photo")), bytes: bytes("something else!"))
+        #expect { try f.store.library.open(id, writable: false, truncate: false) } throws: { error in
+            guard case LibraryError.remote(let why) = error else { return false }
+            return why.contains("asset \(id)")
+        }
+        #expect(f.storage(id) == "remote")
+        #expect(f.store.library.content.size(of: id) == nil)
+        f.store.library.stopRemoteSync()
+    }
+
+    @Test("a remote-only original fails fast (EIO) when the store does not answer; pinning one fetches it and keeps it local")
+    func unreachableFetchAndPin() throws {
+        let f = try RemoteFixture(cacheSize: 0)
+        let a = try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("photo a"))
+        let b = try f.store.createFile(TestStore.roll, "b.jpg", contents: bytes("photo b"))
+        try f.start()
+        try f.synced()
+        eventually("both evicted") { f.storage(a) == "remote" && f.storage(b) == "remote" }
+        f.store.library.stopRemoteSync()
+        var library = try f.store.reopen()
+        library.startRemoteSync(try S3ObjectBackend(location: RemoteLocation(url: f.remote.url, endpoint: "http://127.0.0.1:9"),
+                                                    credentials: gateway!.credentials))
+        let started = Date()
+        #expect { try library.open(a, writable: false, truncate: false) } throws: { error in
+            if case LibraryError.remote = error { return true }
+            return false
+        }
+        #expect(Date().timeIntervalSince(started) < 15, "a refused connection took more than the bound")
+        #expect(try library.attributes(of: a).size == 7, "stat works offline")
+        library.stopRemoteSync()
+        library = try f.store.reopen()
+        try f.start()
+        try library.setExtendedAttribute(b, Array("user.albumfs.keep".utf8), bytes("1"), mode: .createOrReplace)
+        #expect(f.storage(b) == "both")
+        #expect(try library.extendedAttribute(b, Array("user.albumfs.keep".utf8)) == bytes("1"))
+        _ = try library.evictOverCacheSize()
+        #expect(f.storage(b) == "both", "a pinned original was evicted")
         library.stopRemoteSync()
     }
 }

@@ -158,3 +158,36 @@ def test_a_store_with_a_remote_is_not_mounted_without_keys(remote_mount, tmp_pat
     assert p.returncode == 3, (p.returncode, p.stderr)
     assert "needs keys" in p.stderr and "AWS_ACCESS_KEY_ID" in p.stderr
     assert os.listdir(m.mp) == [], "something is mounted"
+
+
+def du(path, *flags) -> int:
+    return int(run(["du", "-s", "--block-size=1", *flags, path], text=True).stdout.split()[0])
+
+
+def test_a_bounded_cache_evicts_what_the_bucket_holds_and_an_open_fetches_it(remote_mount, tmp_path):
+    """-o cache_size=1M with 8 MiB of photos: after sync --wait the local copies are evicted (du
+    shrinks, du --apparent-size and stat keep the library's size), storage says remote, and
+    reading a photo back fetches it: the same SHA-256; pinned with user.albumfs.keep it stays."""
+    m = remote_mount
+    photos = {f"v{i}.jpg": payload(1 << 20, f"v{i}") for i in range(8)}
+    for name, data in photos.items():
+        write(m.roll / name, data)
+    sync(m)
+    m.unmount()
+    m.start(["cache_size=1M"])
+    deadline = time.monotonic() + SYNC_TIMEOUT
+    while du(m.roll) > 2 << 20 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert du(m.roll) <= 2 << 20, f"du of the roll is {du(m.roll)} bytes with cache_size=1M"
+    assert du(m.roll, "--apparent-size") >= 8 << 20
+    remote_only = [name for name in photos if storage(m.roll / name) == "remote"]
+    assert len(remote_only) >= 6
+    name = remote_only[0]
+    assert os.stat(m.roll / name).st_size == 1 << 20 and os.stat(m.roll / name).st_blocks == 0
+    assert sha256(m.roll / name) == sha256(photos[name])
+    assert storage(m.roll / name) in ("both", "remote")   # fetched; the bound may evict it again later
+    pinned = remote_only[1]
+    os.setxattr(m.roll / pinned, "user.albumfs.keep", b"1")
+    assert storage(m.roll / pinned) == "both" and os.getxattr(m.roll / pinned, "user.albumfs.keep") == b"1"
+    m.unmount()
+    run([ALBUMFS, "fsck", "--store", m.store])

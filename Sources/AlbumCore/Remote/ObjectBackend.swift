@@ -22,4 +22,8 @@ public protocol ObjectBackend: Sendable {
     func store(_ descriptor: Int32, length: Int64) throws -> String
     /// Removes the object of content `sha256` (none there: fine).
     func remove(sha256: String) throws
+    /// Writes the object of content `sha256` into `descriptor` from offset 0,
+    /// and checks that it is that content, `length` bytes: a wrong object
+    /// throws, and what was written must not be used.
+    func fetch(sha256: String, length: Int64, into descriptor: Int32) throws
 }

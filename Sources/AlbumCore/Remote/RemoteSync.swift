@@ -18,7 +18,7 @@ import Synchronization
 /// retried after a pause that doubles up to a minute, for as long as it
 /// takes; nothing is dropped.
 final class RemoteSync: Sendable {
-    private let backend: any ObjectBackend
+    let backend: any ObjectBackend
     private let wakeUp = DispatchSemaphore(value: 0)
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
@@ -60,7 +60,12 @@ final class RemoteSync: Sendable {
     private func run(_ library: () -> Library?) {
         var pause = 1.0
         while !isStopped {
-            guard let outcome = library().map({ step($0) }) else { return }
+            guard let outcome = library().map({ library in
+                let outcome = step(library)
+                // The cache's bound, after every upload and when idle.
+                if case .failed = outcome {} else { _ = try? library.evictOverCacheSize() }
+                return outcome
+            }) else { return }
             switch outcome {
             case .did:
                 pause = 1
