@@ -11,7 +11,7 @@ def run(bench):
     store = os.path.join(bench.work, "scale-store")
     mnt = os.path.join(bench.work, "scale-mnt")
     plain_album = os.path.join(bench.work, "scale-plain", "Big")
-    seconds, out = bench.sh(f"ALBUMFS_BIN={q(bench.binary)} python3 {q(os.path.join(REPO, 'scripts', 'make-store'))} "
+    seconds, out = bench.sh(f"ALBUMFS_BIN={q(bench.binary)} {q(os.path.join(REPO, 'scripts', 'make-store'))} "
                            f"{q(store)} --assets {n} --album-size {k}", capture=True,
                            timeout=max(bench.timeout, 1800))
     log("  " + out.strip())
