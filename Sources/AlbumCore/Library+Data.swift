@@ -262,18 +262,15 @@ extension Library {
 
     /// The last close of a handle: commit what is left (the live state if it
     /// changed, the mark when the last writer goes) and drop the descriptor.
-    /// A commit that fails for space is retried through the store's reserve,
-    /// as a delete is; one that fails anyway leaves the live state and the
-    /// mark in OpenFiles (`stat` still shows the size written), committed by
-    /// the next release that succeeds, the file's next close, or the next
-    /// mount's recovery, which finds the mark.
+    /// A commit that fails (a full disk) loses nothing: the live state and
+    /// the mark stay in OpenFiles (`stat` still shows the size written), and
+    /// are committed by the next release that succeeds, the file's next
+    /// close, or the next mount's recovery, which finds the mark. It does not
+    /// spend the store's reserve: that is kept for the deletes that empty a
+    /// full library (a release that took it, while `cp` fills the disk, left
+    /// rm nothing to free space with).
     public func release(_ file: OpenFile) throws(LibraryError) {
-        do {
-            try releaseCommitting(file)
-        } catch .noSpace where reserve.release() {
-            try settleReleases()
-            return
-        }
+        try releaseCommitting(file)
         if openFiles.hasUnsettled.load(ordering: .relaxed) { try? settleReleases() }
     }
 
