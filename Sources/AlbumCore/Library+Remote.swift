@@ -105,7 +105,7 @@ extension Library {
         guard let limit = options.cacheSize, remote != nil, !isReadOnly else { return 0 }
         var local = try read { db in try db.localAssetBytes() }
         guard local > limit else { return 0 }
-        let opened = lastOpened.withLock { $0 }
+        let opened = lastOpened.withLock { $0.order }
         let candidates = try read { db in try db.evictionCandidates(limit: 10_000) }
             .sorted { (opened[$0.asset] ?? 0, $0.asset) < (opened[$1.asset] ?? 0, $1.asset) }
         var evicted = 0
@@ -156,7 +156,8 @@ extension Library {
     func noteOpened(_ id: NodeID) {
         guard options.cacheSize != nil else { return }
         lastOpened.withLock { opened in
-            opened[id] = (opened.values.max() ?? 0) &+ 1
+            opened.clock &+= 1
+            opened.order[id] = opened.clock
         }
     }
 }

@@ -51,7 +51,7 @@ public final class Library: Sendable {
     /// Assets being fetched from the bucket now (`user.albumfs.storage`: downloading).
     let fetching = Mutex<Set<NodeID>>([])
     /// When each asset was last opened this mount (a counter): eviction's order.
-    let lastOpened = Mutex<[NodeID: UInt64]>([:])
+    let lastOpened = Mutex<(clock: UInt64, order: [NodeID: UInt64])>((0, [:]))
     /// The largest file the content directory's filesystem holds: a bigger
     /// size is refused before anything changes (EFBIG, as ext4 does).
     let largestFileSize: Int64

@@ -7,19 +7,35 @@ import CCrypto
 /// the hex SHA-256 of the bytes. Storing what is there already costs a HEAD,
 /// so an upload repeated after a crash never makes a second object, and
 /// identical photos share one. (AlbumCore's ObjectBackend, conformed to by
-/// the daemon.) One request at a time: the client is behind a lock.
+/// the daemon.) Each of its two connections takes one request at a time.
 public final class S3ObjectBackend: @unchecked Sendable {
-    private let client: S3Client
-    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    /// The uploader's connection (stores, removes) and the one fetches use,
+    /// so that opening a remote-only photo never waits behind an upload.
+    private let client: Locked
+    private let fetcher: Locked
 
     public init(location: RemoteLocation, credentials: Credentials) throws(ObjectStoreError) {
-        client = try S3Client(location: location, credentials: credentials)
-        pthread_mutex_init(lock, nil)
+        client = Locked(try S3Client(location: location, credentials: credentials))
+        fetcher = Locked(try S3Client(location: location, credentials: credentials))
     }
 
-    deinit {
-        pthread_mutex_destroy(lock)
-        lock.deallocate()
+    /// A client and the lock that lets one request at a time through it.
+    private final class Locked {
+        let client: S3Client
+        private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        init(_ client: S3Client) {
+            self.client = client
+            pthread_mutex_init(mutex, nil)
+        }
+        deinit {
+            pthread_mutex_destroy(mutex)
+            mutex.deallocate()
+        }
+        func run<T>(_ body: (S3Client) throws(ObjectStoreError) -> T) throws(ObjectStoreError) -> T {
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return try body(client)
+        }
     }
 
     public static func key(of sha256: String) -> String { "objects/\(sha256.prefix(2))/\(sha256)" }
@@ -28,16 +44,16 @@ public final class S3ObjectBackend: @unchecked Sendable {
     /// content is there with that size; returns the content's SHA-256.
     public func store(_ descriptor: Int32, length: Int64) throws -> String {
         let sha256 = try FileDigest.sha256(of: descriptor, length: length)
-        try locked { () throws(ObjectStoreError) in
+        try client.run { (s3) throws(ObjectStoreError) in
             let key = Self.key(of: sha256)
-            if let existing = try client.head(key), existing.size == length { return }
-            try client.put(key, file: descriptor, length: length, sha256: sha256)
+            if let existing = try s3.head(key), existing.size == length { return }
+            try s3.put(key, file: descriptor, length: length, sha256: sha256)
         }
         return sha256
     }
 
     public func fetch(sha256: String, length: Int64, into descriptor: Int32) throws {
-        let got = try locked { () throws(ObjectStoreError) in try client.get(Self.key(of: sha256), into: descriptor) }
+        let got = try fetcher.run { (s3) throws(ObjectStoreError) in try s3.get(Self.key(of: sha256), into: descriptor) }
         guard got == length else {
             throw ObjectStoreError.corrupt("the object \(Self.key(of: sha256)) has \(got) bytes, not \(length)")
         }
@@ -48,19 +64,13 @@ public final class S3ObjectBackend: @unchecked Sendable {
     }
 
     public func remove(sha256: String) throws {
-        try locked { () throws(ObjectStoreError) in try client.delete(Self.key(of: sha256)) }
+        try client.run { (s3) throws(ObjectStoreError) in try s3.delete(Self.key(of: sha256)) }
     }
 
     /// Makes the bucket if it is not there (`albumfs init --remote`), which
     /// also proves the endpoint and the keys.
     public func createBucket() throws(ObjectStoreError) {
-        try locked { () throws(ObjectStoreError) in try client.createBucket() }
-    }
-
-    private func locked<T>(_ body: () throws(ObjectStoreError) -> T) throws(ObjectStoreError) -> T {
-        pthread_mutex_lock(lock)
-        defer { pthread_mutex_unlock(lock) }
-        return try body()
+        try client.run { (s3) throws(ObjectStoreError) in try s3.createBucket() }
     }
 }
 
