@@ -55,19 +55,12 @@ enum CommandLineInterface {
         return text + "\n\n" + description
     }
 
+    /// The rest of the reference (options, what each command does, exit
+    /// statuses) is the man page's alone (dist/albumfs.1.in), not a second copy here.
     private static let description = """
-        The store defaults to ${XDG_DATA_HOME:-$HOME/.local/share}/albumfs and is
-        created on first use; any other store must exist: make it with
-        albumfs init DIR (or mount --create). Options: ro, allow_other, nopassthrough (file
-        data through the daemon, not FUSE passthrough), and the generic mount
-        options (rw, nosuid, noatime, …); unknown options are refused.
-        import copies the photos and videos under each SOURCE into Camera Roll/
-        (or Albums/PATH/), keeping modification times and skipping what the
-        library already has (by SHA-256); a mounted library is used through its
-        mount, an unmounted one is mounted privately for the import.
-        Exit status: 0 ok, 1 fsck found problems (import: some files failed),
-        2 usage, 3 unusable store, 4 mount point missing or mount failed,
-        130 import interrupted by Ctrl-C (run it again to finish).
+        The store defaults to ${XDG_DATA_HOME:-$HOME/.local/share}/albumfs; any other
+        store is made with albumfs init DIR. Mount options, what each command does,
+        exit statuses and files: man albumfs (docs/GUIDE.md in the source).
         """
 
     static func run(_ arguments: [String]) -> Int32 {
