@@ -258,4 +258,29 @@ struct StoreTests {
         let problems = try StoreChecker(location: store.location).check(repair: false)
         #expect(problems.isEmpty, "\(problems)")
     }
+
+    @Test("transfers a crash cut short are finished or undone at the next open (SEMANTICS.md § Remote storage)")
+    func transfersCutByACrash() throws {
+        let store = try TestStore()
+        let kept = try store.createFile(roll, "kept.jpg", contents: bytes("still mine"))
+        let gone = try store.createFile(roll, "gone.jpg", contents: bytes("in the bucket"))
+        store.close()
+        let content = ContentStore(directory: store.location.contentPath)
+        // An eviction set `kept`'s data aside and died before its commit: it comes back.
+        try content.setAsideForEviction(kept)
+        // One that committed: the set-aside data of `gone` is removed.
+        try content.setAsideForEviction(gone)
+        do {
+            let db = try Database(path: store.location.databasePath, mode: .readWrite)
+            try db.execute("INSERT INTO evicted(asset) VALUES (\(gone))")
+        }
+        // A fetch cut short leaves a partial file.
+        let partial = try content.createFetchFile(gone)
+        close(partial)
+        let library = try store.reopen()
+        #expect(try store.read(kept) == bytes("still mine"), "the data an uncommitted eviction set aside was lost")
+        #expect(library.content.leftoverTransfers().evicting.isEmpty && library.content.leftoverTransfers().fetching.isEmpty)
+        #expect(library.content.size(of: gone) == nil)
+        #expect(try library.attributes(of: gone).isRemoteOnly)
+    }
 }
