@@ -73,6 +73,8 @@ final class RemoteSync: Sendable {
             case .idle:
                 lastError.withLock { $0 = nil }
                 _ = wakeUp.wait(timeout: .now() + 30)
+                // One look answers every wake-up so far (an import signals once a file).
+                while wakeUp.wait(timeout: .now()) == .success {}
             case .failed(let why):
                 let first = lastError.withLock { last in defer { last = why }; return last != why }
                 if first { library()?.options.log("remote: \(why) (retrying, at most every \(Int(Self.longestPause)) s)") }
