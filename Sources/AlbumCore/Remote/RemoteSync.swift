@@ -22,7 +22,7 @@ final class RemoteSync: Sendable {
     private let wakeUp = DispatchSemaphore(value: 0)
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
-    /// The last failure, for `albumfs stats` and the log (nil: the last step worked).
+    /// The last failure (Library.lastRemoteError; each new one is logged once), nil once a step works.
     let lastError = Mutex<String?>(nil)
     static let longestPause: Double = 60
 
