@@ -16,6 +16,15 @@ private let gateway: (endpoint: String, credentials: Credentials)? = {
     return (endpoint, Credentials(accessKey: key, secretKey: secret))
 }()
 
+/// Polls `condition`, bounded: only for what the contract says is eventual
+/// (uploads, deletes and evictions are background work: SEMANTICS.md § Remote storage).
+private func eventually(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool,
+                        sourceLocation: SourceLocation = #_sourceLocation) {
+    let deadline = Date().addingTimeInterval(timeout)
+    while !((try? condition()) ?? false) && Date() < deadline { usleep(20_000) }
+    #expect((try? condition()) == true, "not within \(timeout) s: \(what)", sourceLocation: sourceLocation)
+}
+
 /// A store with a remote in a bucket of its own, and a client of the test's
 /// own to look into the bucket (not albumfs').
 private struct RemoteFixture {
@@ -45,9 +54,7 @@ private struct RemoteFixture {
 
     /// Uploads are eventual (SEMANTICS.md § Remote storage): polled, bounded.
     func synced(timeout: Double = 30, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while (try? store.library.uploadsQueued()) != 0 && Date() < deadline { usleep(20_000) }
-        #expect(try store.library.uploadsQueued() == 0, "uploads still queued after \(timeout) s", sourceLocation: sourceLocation)
+        eventually("every upload done", timeout: timeout, { try store.library.uploadsQueued() == 0 }, sourceLocation: sourceLocation)
     }
 
     func objects() throws -> [String: [UInt8]] {
@@ -93,8 +100,7 @@ struct RemoteSyncTests {
         try f.store.write(a, bytes("second version"))
         try f.synced()
         // The delete comes after the upload, on the same worker: wait for it (eventual too).
-        let deadline = Date().addingTimeInterval(30)
-        while (try? f.objects().count) != 1 && Date() < deadline { usleep(20_000) }
+        eventually("the old object deleted") { try f.objects().count == 1 }
         #expect(try f.objects() == [RemoteFixture.key(bytes("second version")): bytes("second version")])
         #expect(f.storage(a) == "both")
         f.store.library.stopRemoteSync()
@@ -113,9 +119,7 @@ struct RemoteSyncTests {
         try f.synced()   // the worker ran past any delete owed
         #expect(try f.bucket.head(key) != nil, "an object another asset needs was deleted")
         try f.store.unlink(TestStore.roll, "b.jpg")
-        let deadline = Date().addingTimeInterval(30)
-        while (try? f.bucket.head(key)) != nil && Date() < deadline { usleep(20_000) }
-        #expect(try f.bucket.head(key) == nil, "the last asset's purge left its object")
+        eventually("the last asset's purge deleted its object") { try f.bucket.head(key) == nil }
         f.store.library.stopRemoteSync()
     }
 
@@ -124,8 +128,7 @@ struct RemoteSyncTests {
         let f = try RemoteFixture(endpoint: "http://127.0.0.1:9")
         try f.start()
         let a = try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("kept"))
-        let deadline = Date().addingTimeInterval(30)
-        while f.store.library.lastRemoteError == nil && Date() < deadline { usleep(20_000) }
+        eventually("the uploader failing") { f.store.library.lastRemoteError != nil }
         #expect(f.store.library.lastRemoteError?.contains("unreachable") == true)
         #expect(try f.store.library.uploadsQueued() == 1)
         #expect(f.storage(a) == "uploading")
@@ -142,13 +145,6 @@ struct RemoteSyncTests {
         library.stopRemoteSync()
     }
 
-    /// Polls `condition` (eviction is background work: eventual), bounded.
-    private func eventually(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool,
-                            sourceLocation: SourceLocation = #_sourceLocation) {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !((try? condition()) ?? false) && Date() < deadline { usleep(20_000) }
-        #expect((try? condition()) == true, "not within \(timeout) s: \(what)", sourceLocation: sourceLocation)
-    }
 
     @Test("with a cache bound, uploaded originals are evicted least recently opened first; stat keeps the size; an open fetches the data back")
     func evictionAndFetch() throws {
