@@ -49,11 +49,13 @@ let package = Package(
         ),
         // What a file says about itself: SHA-256, MIME type, capture date,
         // size, place, Live Photo id. Pure: no store, no FUSE.
-        .target(name: "AlbumMedia", dependencies: ["CMagic", "CExif", "CHeif", "CCrypto"]),
+        // SHA-256 and HMAC over libcrypto, for AlbumMedia and ObjectStore alike.
+        .target(name: "Digests", dependencies: ["CCrypto"]),
+        .target(name: "AlbumMedia", dependencies: ["CMagic", "CExif", "CHeif", "Digests"]),
         // A developer's tool over AlbumMedia: facts as JSON, a benchmark, the fuzz loop.
         .executableTarget(name: "mediaprobe", dependencies: ["AlbumMedia"]),
         // An S3 client (SigV4 signing, libcurl): the object store originals live in. No store, no FUSE.
-        .target(name: "ObjectStore", dependencies: ["CCurl", "CCrypto"]),
+        .target(name: "ObjectStore", dependencies: ["CCurl", "Digests"]),
         // A small SQLite wrapper with no domain words in it.
         .target(name: "SQLiteKit", dependencies: ["CSQLite3"]),
         // The library model and the on-disk store. No FUSE: testable alone.
@@ -65,6 +67,6 @@ let package = Package(
         .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit"]),
         .testTarget(name: "AlbumCoreTests", dependencies: ["AlbumCore", "SQLiteKit", "ObjectStore"]),
         .testTarget(name: "AlbumMediaTests", dependencies: ["AlbumMedia"]),
-        .testTarget(name: "ObjectStoreTests", dependencies: ["ObjectStore"]),
+        .testTarget(name: "ObjectStoreTests", dependencies: ["ObjectStore", "Digests"]),
     ]
 )

@@ -1,36 +1,4 @@
-import CCrypto
-
-/// SHA-256 through libcrypto's EVP interface (SHA-NI where the CPU has it).
-final class SHA256 {
-    private let context: OpaquePointer
-
-    init() {
-        context = EVP_MD_CTX_new()
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
-    }
-
-    deinit { EVP_MD_CTX_free(context) }
-
-    func update(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        EVP_DigestUpdate(context, base, bytes.count)
-    }
-
-    /// The digest as 64 lowercase hex digits.
-    func finish() -> String {
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &digest, &length)
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        var text = [UInt8]()
-        text.reserveCapacity(Int(length) * 2)
-        for byte in digest.prefix(Int(length)) {
-            text.append(hex[Int(byte >> 4)])
-            text.append(hex[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
-}
+import Digests
 
 extension FileInput {
     /// The size of each pread while hashing.

@@ -60,10 +60,11 @@ public struct Credentials: Sendable, Equatable {
 }
 
 extension StringProtocol {
+    /// Without the blanks (and line ends) around it.
     var trimmingBlanks: String {
         var s = Substring(self)
-        while let first = s.first, first == " " || first == "\t" { s.removeFirst() }
-        while let last = s.last, last == " " || last == "\t" { s.removeLast() }
+        while let first = s.first, first.isWhitespace { s.removeFirst() }
+        while let last = s.last, last.isWhitespace { s.removeLast() }
         return String(s)
     }
 }

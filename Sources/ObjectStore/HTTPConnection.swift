@@ -166,20 +166,10 @@ final class HTTPConnection {
             if line.hasPrefix("HTTP/") { transfer.headers = [:] }   // a new response (after a redirect or 100)
             if let colon = line.firstIndex(of: ":") {
                 let name = line[..<colon].lowercased()
-                let value = line[line.index(after: colon)...].trimmingCharactersOfLine
+                let value = line[line.index(after: colon)...].trimmingBlanks
                 transfer.headers[name] = value
             }
             return n
         }
-    }
-}
-
-extension Substring {
-    /// Without the blanks and the CR LF around it.
-    var trimmingCharactersOfLine: String {
-        var s = self
-        while let first = s.first, first == " " || first == "\t" { s.removeFirst() }
-        while let last = s.last, last == " " || last == "\t" || last == "\r" || last == "\n" || last == "\r\n" { s.removeLast() }
-        return String(s)
     }
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Digests
 
 /// What an object is, as a listing or a HEAD says.
 public struct ObjectInfo: Sendable, Equatable {
@@ -43,7 +44,7 @@ public final class S3Client {
     @discardableResult
     public func put(_ key: String, bytes: [UInt8], metadata: [String: String] = [:],
                     ifNoneMatch: Bool = false) throws(ObjectStoreError) -> String {
-        try put(key, body: .bytes(bytes), sha256: Digest.hex(Digest.sha256(bytes)), metadata: metadata, ifNoneMatch: ifNoneMatch)
+        try put(key, body: .bytes(bytes), sha256: SHA256.hex(SHA256.digest(bytes)), metadata: metadata, ifNoneMatch: ifNoneMatch)
     }
 
     /// Stores `length` bytes of the open file `descriptor` as `key`;
@@ -142,7 +143,7 @@ public final class S3Client {
 
     private func send(_ method: String, path: String, query: [(name: String, value: String)] = [],
                       headers: [(name: String, value: String)] = [], body: HTTPConnection.Body,
-                      payloadHash: String = Digest.emptySHA256,
+                      payloadHash: String = SHA256.empty,
                       into sink: HTTPConnection.Sink = .memory) throws(ObjectStoreError) -> HTTPConnection.Response {
         let request = SigV4.Request(method: method, path: path, query: query,
                                     headers: headers + [("Host", location.host)], payloadHash: payloadHash)

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CCrypto
+import Digests
 
 /// A bucket of originals named by their content: `PREFIX/objects/AB/ABCD…`,
 /// the hex SHA-256 of the bytes. Storing what is there already costs a HEAD,
@@ -78,12 +78,10 @@ public final class S3ObjectBackend: @unchecked Sendable {
 /// pieces (libcrypto's EVP digest).
 public enum FileDigest {
     /// The hex SHA-256 of `bytes`.
-    public static func sha256(of bytes: [UInt8]) -> String { Digest.hex(Digest.sha256(bytes)) }
+    public static func sha256(of bytes: [UInt8]) -> String { SHA256.hex(SHA256.digest(bytes)) }
 
     public static func sha256(of descriptor: Int32, length: Int64) throws(ObjectStoreError) -> String {
-        guard let context = EVP_MD_CTX_new() else { throw .local("libcrypto cannot start a digest") }
-        defer { EVP_MD_CTX_free(context) }
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        let hasher = SHA256()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset: Int64 = 0
         while offset < length {
@@ -91,12 +89,9 @@ public enum FileDigest {
             let got = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, want, off_t(offset)) }
             if got < 0 && errno == EINTR { continue }
             guard got > 0 else { throw .local("reading the file to upload: \(got < 0 ? String(cString: strerror(errno)) : "it is shorter than its size")") }
-            buffer.withUnsafeBytes { _ = EVP_DigestUpdate(context, $0.baseAddress, got) }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<got])) }
             offset += Int64(got)
         }
-        var digest = [UInt8](repeating: 0, count: 32)
-        var size: UInt32 = 0
-        EVP_DigestFinal_ex(context, &digest, &size)
-        return Digest.hex(digest)
+        return hasher.finish()
     }
 }

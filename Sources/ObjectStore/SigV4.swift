@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Digests
 
 /// AWS Signature Version 4 for S3, written here because Debian 12's libcurl
 /// mis-signs requests with a query string and hashes no payload
@@ -44,10 +45,10 @@ struct SigV4: Sendable {
                                 request.payloadHash].joined(separator: "\n")
         let scope = "\(day)/\(region)/\(service)/aws4_request"
         let stringToSign = ["AWS4-HMAC-SHA256", amzDate, scope,
-                            Digest.hex(Digest.sha256(Array(canonicalRequest.utf8)))].joined(separator: "\n")
+                            SHA256.hex(SHA256.digest(Array(canonicalRequest.utf8)))].joined(separator: "\n")
         var key = Array("AWS4\(credentials.secretKey)".utf8)
-        for part in [day, region, service, "aws4_request"] { key = Digest.hmacSHA256(key: key, Array(part.utf8)) }
-        let signature = Digest.hex(Digest.hmacSHA256(key: key, Array(stringToSign.utf8)))
+        for part in [day, region, service, "aws4_request"] { key = SHA256.hmac(key: key, Array(part.utf8)) }
+        let signature = SHA256.hex(SHA256.hmac(key: key, Array(stringToSign.utf8)))
         added.append(("Authorization", "AWS4-HMAC-SHA256 Credential=\(credentials.accessKey)/\(scope),"
                         + "SignedHeaders=\(signedHeaders),Signature=\(signature)"))
         return added

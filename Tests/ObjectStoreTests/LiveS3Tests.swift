@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Digests
 import Foundation
 import Testing
 @testable import ObjectStore
@@ -54,10 +55,10 @@ struct LiveS3Tests {
         #expect(fd >= 0)
         defer { close(fd) }
         #expect(bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } == bytes.count)
-        let sha = Digest.hex(Digest.sha256(bytes))
+        let sha = SHA256.hex(SHA256.digest(bytes))
         try s3.put("big", file: fd, length: Int64(bytes.count), sha256: sha)
         #expect(throws: ObjectStoreError.self) {
-            try s3.put("lie", file: fd, length: Int64(bytes.count), sha256: Digest.emptySHA256)
+            try s3.put("lie", file: fd, length: Int64(bytes.count), sha256: SHA256.empty)
         }
         #expect(try s3.head("lie") == nil, "a body that does not match its signed hash was stored")
         let out = path + ".out"
