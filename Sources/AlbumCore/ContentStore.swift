@@ -144,13 +144,9 @@ public struct ContentStore: Sendable {
     }
 
     /// Frees an asset's data. Missing data is not an error: the row is what counts.
-    func remove(_ id: NodeID) {
-        unlink(path(of: id))
-    }
-
     /// Removes an asset's data; `emptyingFirst`: cut to 0 before, so that
     /// its blocks are free even while some descriptor still holds the file.
-    func remove(_ id: NodeID, emptyingFirst: Bool) {
+    func remove(_ id: NodeID, emptyingFirst: Bool = false) {
         if emptyingFirst { _ = Glibc.truncate(path(of: id), 0) }
         unlink(path(of: id))
     }

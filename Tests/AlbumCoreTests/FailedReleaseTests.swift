@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
 import Testing
 @testable import AlbumCore
 
@@ -11,14 +10,11 @@ import Testing
 /// later open that writes nothing (SEMANTICS.md § Durability and safety).
 @Suite("A release whose commit fails loses nothing")
 struct FailedReleaseTests {
-    /// Makes every commit of an open file's state fail as a full disk does, `times` times.
-    private final class FullDisk: Sendable {
-        private let left: Mutex<Int>
-        init(_ library: Library, times: Int = .max) {
-            left = Mutex(times)
-            library.pausePoints.install { [self] point throws(LibraryError) in
-                guard point == .commitOfData else { return }
-                if left.withLock({ left in defer { left -= 1 }; return left > 0 }) { throw .noSpace }
+    /// Makes every commit of an open file's state fail as a full disk does, until `ends`.
+    private struct FullDisk {
+        init(_ library: Library) {
+            library.pausePoints.install { point throws(LibraryError) in
+                if point == .commitOfData { throw .noSpace }
             }
         }
         func ends(_ library: Library) { library.pausePoints.install(nil) }
