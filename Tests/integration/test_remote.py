@@ -115,8 +115,10 @@ def test_a_stalled_object_store_changes_nothing_a_user_does(remote_mount):
         os.unlink(m.roll / "renamed.jpg")
         assert sorted(names(m.roll)) == ["offline.jpg"]
         assert storage(m.roll / "offline.jpg") == "uploading"
+        # Not a speed check: an operation that waited on the stalled store would hang until SIGCONT
+        # (or curl's 30 s stall bound); 20 s leaves a loaded machine all the room it needs.
         elapsed = time.monotonic() - started
-        assert elapsed < 5, f"file operations took {elapsed:.1f} s with the object store stalled"
+        assert elapsed < 20, f"file operations took {elapsed:.1f} s with the object store stalled"
         assert os.getxattr(m.mp, "user.albumfs.uploading") == b"1"
     finally:
         os.kill(rgw, signal.SIGCONT)
