@@ -58,8 +58,8 @@ let package = Package(
         .target(name: "ObjectStore", dependencies: ["CCurl", "Digests"]),
         // A small SQLite wrapper with no domain words in it.
         .target(name: "SQLiteKit", dependencies: ["CSQLite3"]),
-        // The library model and the on-disk store. No FUSE: testable alone.
-        .target(name: "AlbumCore", dependencies: ["SQLiteKit"]),
+        // The library model and the on-disk store (Digests: it checks what the bucket gives back). No FUSE: testable alone.
+        .target(name: "AlbumCore", dependencies: ["SQLiteKit", "Digests"]),
         // The thin FUSE low-level adapter over AlbumCore.
         .target(name: "AlbumFUSE", dependencies: ["AlbumCore", "CFuse3"]),
         // The command-line entry point: one type per subcommand.

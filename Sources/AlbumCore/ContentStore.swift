@@ -217,6 +217,12 @@ public struct ContentStore: Sendable {
         return try syscall { Glibc.open(fetchPath(of: id), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
     }
 
+    /// A read-only descriptor of the data coming from the bucket (a reader's,
+    /// served as it arrives).
+    func openFetchFile(_ id: NodeID) throws(LibraryError) -> Int32 {
+        try syscall { Glibc.open(fetchPath(of: id), O_RDONLY | O_CLOEXEC) }
+    }
+
     /// The fetched data becomes the asset's.
     func installFetched(_ id: NodeID) throws(LibraryError) {
         try syscall { Glibc.rename(fetchPath(of: id), path(of: id)) }

@@ -8,12 +8,20 @@ public final class OpenFile: Sendable {
     public let id: NodeID
     public let descriptor: Int32
     public let isWritable: Bool
+    /// A reader of data still coming from the bucket: its reads wait for
+    /// their bytes (SEMANTICS.md § Remote storage).
+    let download: Download?
 
-    init(id: NodeID, descriptor: Int32, isWritable: Bool) {
+    init(id: NodeID, descriptor: Int32, isWritable: Bool, download: Download? = nil) {
         self.id = id
         self.descriptor = descriptor
         self.isWritable = isWritable
+        self.download = download
     }
+
+    /// Whether its data is still arriving: then it must be read through the
+    /// library (never handed to the kernel as a passthrough backing file).
+    public var isArriving: Bool { download.map { $0.outcome != .installed } ?? false }
 }
 
 /// File data: open, read, write, flush, fsync, release.
@@ -24,13 +32,14 @@ extension Library {
         let kind = try attributes(of: id).kind
         guard kind.hasData else { throw .isDirectory }
         if kind == .sideFile { try writeDataKeptInDatabase(id) }
+        var arriving: (download: Download, descriptor: Int32?)?
         if kind == .asset {
-            try fetchIfEvicted(id)
+            if writable { try fetchIfEvicted(id) } else { arriving = try download(of: id, reading: true) }
             noteOpened(id)
         }
         let descriptor: Int32
         do {
-            descriptor = try content.open(id, writable: writable)
+            if let arriving = arriving?.descriptor { descriptor = arriving } else { descriptor = try content.open(id, writable: writable) }
         } catch .missingData {
             // Purged while another handle had it open (its attributes came
             // from that handle): an open by its old inode, as through
@@ -45,7 +54,7 @@ extension Library {
             close(descriptor)
             throw error
         }
-        let file = OpenFile(id: id, descriptor: descriptor, isWritable: writable)
+        let file = OpenFile(id: id, descriptor: descriptor, isWritable: writable, download: arriving?.download)
         if writable && truncate && attributes.size != 0 {
             do {
                 _ = try setAttributes(id, AttributeChanges(size: 0))
@@ -159,7 +168,8 @@ extension Library {
 
     /// Reads up to `count` bytes at `offset` into `buffer`; returns how many.
     public func read(_ file: OpenFile, into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws(LibraryError) -> Int {
-        try syscall { pread(file.descriptor, buffer, count, off_t(offset)) }
+        try file.download?.waitFor(offset..<(offset + Int64(count)))
+        return try syscall { pread(file.descriptor, buffer, count, off_t(offset)) }
     }
 
     /// Writes `count` bytes at `offset` from `buffer`. No database work: the

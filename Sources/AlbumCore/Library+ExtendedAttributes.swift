@@ -11,8 +11,10 @@ extension Library {
     static let indexingAttribute: Name = Array("user.albumfs.indexing".utf8)
     /// On the root, with a remote: how many assets wait to be uploaded, open writers included.
     static let uploadingAttribute: Name = Array("user.albumfs.uploading".utf8)
-    /// On an asset, with a remote: `local`, `uploading` or `both` (SEMANTICS.md § Remote storage).
+    /// On an asset, with a remote: `local`, `uploading`, `both`, `remote` or `downloading` (SEMANTICS.md § Remote storage).
     static let storageAttribute: Name = Array("user.albumfs.storage".utf8)
+    /// On an asset coming from the bucket now: `BYTES/TOTAL` checked so far.
+    static let progressAttribute: Name = Array("user.albumfs.progress".utf8)
     /// On an asset, with a remote: `1` pins it local (never evicted), `0` not. Writable.
     static let keepAttribute: Name = Array("user.albumfs.keep".utf8)
     /// Set on a duplicate set's directory: merges the set (Library.mergeDuplicates);
@@ -75,6 +77,10 @@ extension Library {
             if name == Self.storageAttribute {
                 guard let storage = try storage(of: id) else { throw .noAttribute }
                 return Array(storage.utf8)
+            }
+            if name == Self.progressAttribute {
+                guard let progress = downloads.withLock({ $0[id] })?.progress else { throw .noAttribute }
+                return Array("\(progress.landed)/\(progress.total)".utf8)
             }
             if name == Self.favoriteAttribute {
                 guard try read({ db in try db.isFavorite(id) }) else { throw .noAttribute }

@@ -44,12 +44,12 @@ extension Library {
     /// `user.albumfs.storage`: where an asset's data is (nil: no remote).
     func storage(of id: NodeID) throws(LibraryError) -> String? {
         guard remote != nil else { return nil }
-        if fetching.withLock({ $0.contains(id) }) { return "downloading" }
         return try read { db -> String? in
+            if downloads.withLock({ $0[id] }) != nil { return "downloading" }
             guard let row = try db.attributes(of: id), row.kind == .asset else { return nil }
             if try db.isQueuedForUpload(id) || db.isBeingWritten(id) { return "uploading" }
             if try db.isEvicted(id) { return "remote" }
-            if let object = try db.remoteObject(of: id), object.size == row.size, object.modified == row.modificationTime {
+            if let object = try db.remoteObject(of: id), object.digest.size == row.size, object.modified == row.modificationTime {
                 return "both"
             }
             return "local"
@@ -64,37 +64,67 @@ extension Library {
 
 /// Originals kept only in the bucket (`-o cache_size`): eviction and fetching.
 extension Library {
-    /// Brings an evicted asset's data back from the bucket, verified against
-    /// its SHA-256, before it is opened or its size changed (the content
-    /// directory stays the one place data is read and written). Nothing is
-    /// held while it downloads; the data becomes the asset's under the lock,
-    /// if the asset is still evicted then.
+    /// The download of asset `id` if its data is only in the bucket: the
+    /// one under way, else one started now; nil when the data is local.
+    /// Looked up and started under the database lock, where a download's
+    /// end takes it out of `downloads`: an open never misses the end of one.
+    /// `reading`: with a read-only descriptor of its fetch file, opened in
+    /// the same lock hold (the file is then the download's, or the asset's
+    /// once installed: the same inode).
+    func download(of id: NodeID, reading: Bool = false) throws(LibraryError) -> (download: Download, descriptor: Int32?)? {
+        guard remote != nil else { return nil }
+        let (downloads, content, timeout) = (self.downloads, self.content, options.remoteTimeout)
+        let backend = remoteSync.withLock({ $0 })?.backend
+        return try read { db -> (Download, Int32?)? in
+            guard try db.isEvicted(id) else { return nil }
+            let download: Download
+            if let running = downloads.withLock({ $0[id] }) {
+                download = running
+            } else {
+                guard let backend else {
+                    throw LibraryError.remote("asset \(id) is only in the bucket, and this mount does not reach it (a read-only mount fetches nothing)")
+                }
+                guard let object = try db.remoteObject(of: id) else { throw LibraryError.inconsistent("evicted asset \(id) has no object on record") }
+                download = Download(id: id, digest: object.digest, descriptor: try content.createFetchFile(id),
+                                    modified: object.modified, timeout: timeout)
+                downloads.withLock { $0[id] = download }
+                start(download, backend)
+            }
+            return (download, reading ? try content.openFetchFile(id) : nil)
+        }
+    }
+
+    /// Runs `download`'s worker. Its end (installed or failed) takes it out of
+    /// `downloads` under the database lock, as its start put it in.
+    private func start(_ download: Download, _ backend: any ObjectBackend) {
+        let (content, downloads, log) = (self.content, self.downloads, options.log)
+        let isStopped: @Sendable () -> Bool = { [weak self] in self?.remoteSync.withLock({ $0 })?.isStopped ?? true }
+        download.run(backend, isStopped: isStopped, finish: { [weak self] download throws(LibraryError) in
+            guard let self else { throw .remote("asset \(download.id): the library closed before its data was installed") }
+            try self.write { db in
+                guard !isStopped() else { throw LibraryError.remote("asset \(download.id): the mount ended before its data was installed") }
+                downloads.withLock { _ = $0.removeValue(forKey: download.id) }
+                // Purged, or no longer evicted: the fetched copy is not needed.
+                guard try db.isEvicted(download.id) else { content.removeTransfer(content.fetchPath(of: download.id)); return }
+                try content.installFetched(download.id)
+                try db.unmarkEvicted(download.id)
+            }
+        }, failed: { [weak self] download, why in
+            log("remote: \(why)")
+            _ = try? self?.read { _ in
+                downloads.withLock { running in
+                    if running[download.id] === download { running.removeValue(forKey: download.id) }
+                }
+                content.removeTransfer(content.fetchPath(of: download.id))
+            }
+        })
+    }
+
+    /// Brings an evicted asset's data back from the bucket, every chunk of it
+    /// checked, before it is opened for writing or its size changed (the
+    /// content directory stays the one place data is written).
     func fetchIfEvicted(_ id: NodeID) throws(LibraryError) {
-        guard remote != nil, try read({ db in try db.isEvicted(id) }) else { return }
-        guard let backend = remoteSync.withLock({ $0 })?.backend else {
-            throw .remote("asset \(id) is only in the bucket, and this mount does not reach it (a read-only mount fetches nothing)")
-        }
-        guard let (object, modified) = try read({ db -> ((sha256: String, size: Int64, modified: Nanoseconds), Nanoseconds)? in
-            guard let object = try db.remoteObject(of: id), let row = try db.attributes(of: id) else { return nil }
-            return (object, row.modificationTime)
-        }) else { throw .inconsistent("evicted asset \(id) has no object on record") }
-        fetching.withLock { _ = $0.insert(id) }
-        defer { fetching.withLock { _ = $0.remove(id) } }
-        let descriptor = try content.createFetchFile(id)
-        defer { close(descriptor) }
-        do {
-            try backend.fetch(sha256: object.sha256, length: object.size, into: descriptor)
-            try ContentStore.setModificationTime(of: descriptor, to: modified)
-        } catch {
-            content.removeTransfer(content.fetchPath(of: id))
-            throw .remote("asset \(id): its data is only in the bucket and cannot be had: \(error)")
-        }
-        let content = self.content
-        try write { db in
-            guard try db.isEvicted(id) else { content.removeTransfer(content.fetchPath(of: id)); return }
-            try content.installFetched(id)
-            try db.unmarkEvicted(id)
-        }
+        try download(of: id)?.download.waitForInstall()
     }
 
     /// Evicts originals the bucket holds, least recently opened first, until
@@ -127,7 +157,7 @@ extension Library {
             guard !openFiles.isOpen(id), try !db.isBeingWritten(id), try !db.isQueuedForUpload(id),
                   try !db.isKeptLocal(id), try !db.isEvicted(id),
                   let row = try db.attributes(of: id), let object = try db.remoteObject(of: id),
-                  object.size == row.size, object.modified == row.modificationTime else { return false }
+                  object.digest.size == row.size, object.modified == row.modificationTime else { return false }
             try content.setAsideForEviction(id)
             setAside = true
             try db.markEvicted(id)
@@ -137,15 +167,16 @@ extension Library {
         return done
     }
 
-    /// `user.albumfs.keep`: 1 pins the asset local (fetched now if it was
-    /// evicted, never evicted), 0 unpins it.
+    /// `user.albumfs.keep`: 1 pins the asset local (its fetch started now if
+    /// it was evicted; never evicted), 0 unpins it.
     func setKeptLocal(_ id: NodeID, _ kept: Bool) throws(LibraryError) {
         guard remote != nil else { throw .notSupported }
         try write { db in
             guard try db.kind(of: id) == .asset else { throw LibraryError.notPermitted }
             try db.setKeptLocal(id, kept)
         }
-        if kept { try fetchIfEvicted(id) }
+        // The fetch starts now and goes on without the caller.
+        if kept { _ = try download(of: id) }
     }
 
     func isKeptLocal(_ id: NodeID) throws(LibraryError) -> Bool {

@@ -48,8 +48,9 @@ public final class Library: Sendable {
     public let remote: RemoteConfiguration?
     /// Uploads to it and deletes from it, once the mount attaches a backend.
     let remoteSync = Mutex<RemoteSync?>(nil)
-    /// Assets being fetched from the bucket now (`user.albumfs.storage`: downloading).
-    let fetching = Mutex<Set<NodeID>>([])
+    /// Evicted assets whose data is coming back from the bucket now
+    /// (`user.albumfs.storage`: downloading). Changed under the database lock.
+    let downloads = BlockingLock<[NodeID: Download]>([:])
     /// When each asset was last opened this mount (a counter): eviction's order.
     let lastOpened = Mutex<(clock: UInt64, order: [NodeID: UInt64])>((0, [:]))
     /// The largest file the content directory's filesystem holds: a bigger

@@ -33,6 +33,9 @@ public enum LibraryError: Error, Equatable, Sendable {
     /// Data only in the bucket could not be had (unreachable, refused, a
     /// wrong object): EIO, logged with the asset and the reason.
     case remote(String)
+    /// Data only in the bucket whose download failed (EIO): the download
+    /// logged why, once, so the reads it fails do not again.
+    case unavailable(String)
     /// The store cannot be used: the text says why, in one line.
     case unusableStore(String)
     /// A system call on the store failed with this errno (one the domain has no case for).

@@ -12,6 +12,9 @@ public struct LibraryOptions: Sendable {
     /// With a remote: the most bytes of originals kept on the local disk
     /// (`-o cache_size`); nil: every original stays local too.
     public var cacheSize: Int64?
+    /// With a remote: how long a read of data only in the bucket waits with
+    /// nothing coming before it fails with EIO (`-o remote_timeout`, seconds).
+    public var remoteTimeout: Double = 10
     /// Where background work says what went wrong (the daemon's log).
     public var log: @Sendable (String) -> Void = { _ in }
 

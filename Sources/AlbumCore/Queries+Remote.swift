@@ -55,21 +55,23 @@ extension Database {
 
     // MARK: objects
 
-    /// What the bucket holds of `asset`: (SHA-256, size, mtime of the data read).
-    func remoteObject(of asset: NodeID) throws -> (sha256: String, size: Int64, modified: Nanoseconds)? {
-        try statement("SELECT sha256, size, data_mtime FROM remote_objects WHERE asset = ?1")
-            .bind(.int(asset)).first { ($0.text(0), $0.int64(1), $0.int64(2)) }
+    /// What the bucket holds of `asset`: its object's digests, and the mtime
+    /// of the data read for it.
+    func remoteObject(of asset: NodeID) throws -> (digest: ObjectDigest, modified: Nanoseconds)? {
+        try statement("SELECT sha256, size, data_mtime, chunk_sha256 FROM remote_objects WHERE asset = ?1")
+            .bind(.int(asset)).first { (ObjectDigest(sha256: $0.text(0), size: $0.int64(1), chunks: $0.optionalBlob(3)), $0.int64(2)) }
     }
 
-    /// Records that the bucket holds `asset`'s data as object `sha256`; the
-    /// object it had before goes to the deletes if nothing else needs it,
-    /// and this one leaves them (it is needed again).
-    func setRemoteObject(_ asset: NodeID, sha256: String, size: Int64, modified: Nanoseconds) throws {
-        let previous = try remoteObject(of: asset)?.sha256
-        try statement("INSERT OR REPLACE INTO remote_objects(asset, sha256, size, data_mtime) VALUES (?1, ?2, ?3, ?4)")
-            .bind(.int(asset), .text(sha256), .int(size), .int(modified)).run()
-        try statement("DELETE FROM remote_deletes WHERE sha256 = ?1").bind(.text(sha256)).run()
-        if let previous, previous != sha256 { try deleteObjectIfUnneeded(previous) }
+    /// Records that the bucket holds `asset`'s data as the object `digest`
+    /// names; the object it had before goes to the deletes if nothing else
+    /// needs it, and this one leaves them (it is needed again).
+    func setRemoteObject(_ asset: NodeID, _ digest: ObjectDigest, modified: Nanoseconds) throws {
+        let previous = try remoteObject(of: asset)?.digest.sha256
+        try statement("""
+            INSERT OR REPLACE INTO remote_objects(asset, sha256, size, data_mtime, chunk_sha256) VALUES (?1, ?2, ?3, ?4, ?5)
+            """).bind(.int(asset), .text(digest.sha256), .int(digest.size), .int(modified), digest.chunks.map { .blob($0) } ?? .null).run()
+        try statement("DELETE FROM remote_deletes WHERE sha256 = ?1").bind(.text(digest.sha256)).run()
+        if let previous, previous != digest.sha256 { try deleteObjectIfUnneeded(previous) }
     }
 
     /// A purged asset: off the queue, and its object to the deletes unless
@@ -78,7 +80,7 @@ extension Database {
         try statement("DELETE FROM upload_queue WHERE asset = ?1").bind(.int(asset)).run()
         try unmarkEvicted(asset)
         try setKeptLocal(asset, false)
-        guard let sha256 = try remoteObject(of: asset)?.sha256 else { return }
+        guard let sha256 = try remoteObject(of: asset)?.digest.sha256 else { return }
         try statement("DELETE FROM remote_objects WHERE asset = ?1").bind(.int(asset)).run()
         try deleteObjectIfUnneeded(sha256)
     }

@@ -253,6 +253,14 @@ enum Schema {
                 CREATE TABLE kept_local(asset INTEGER PRIMARY KEY);
                 """)
         },
+        .init("the SHA-256 of every 4 MiB of each object") { db in
+            try db.execute("""
+                -- 32 bytes a chunk, in order (ObjectDigest): a read of data
+                -- coming back from the bucket is checked chunk by chunk. NULL
+                -- for an object recorded before: it is checked whole.
+                ALTER TABLE remote_objects ADD COLUMN chunk_sha256 BLOB;
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

@@ -23,7 +23,7 @@ extension LibraryError {
         case .fileTooLarge: return EFBIG
         case .notSupported: return EOPNOTSUPP
         case .notOpenForWriting: return EBADF
-        case .missingData, .inconsistent, .remote, .unusableStore, .database: return EIO
+        case .missingData, .inconsistent, .remote, .unavailable, .unusableStore, .database: return EIO
         case .io(let code): return code
         }
     }

@@ -140,8 +140,10 @@ extension FileSystem {
     /// told the library that its writes bypass us; nil: served by the daemon.
     /// A backed handle needs no FLUSH: its commit waits for the release
     /// anyway (see OpenFiles.flushing), so close() is spared a round trip.
+    /// Data still arriving from the bucket is served by the daemon: its
+    /// reads wait for the bytes they ask for, where the kernel would read holes.
     func backing(_ file: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>?) -> Int32? {
-        guard let id = passthrough.acquire(file.id, descriptor: file.descriptor) else { return nil }
+        guard !file.isArriving, let id = passthrough.acquire(file.id, descriptor: file.descriptor) else { return nil }
         library.writesBypassDaemon(file)
         fi!.pointee.noflush = 1
         return id

@@ -3,6 +3,20 @@ import Glibc
 #endif
 import CCurl
 
+/// How long a request waits: for its connection, and with no byte coming
+/// (then it is given up as unreachable).
+public struct RequestTimeouts: Sendable, Equatable {
+    public var connect: Double
+    public var stall: Double
+
+    public init(connect: Double = 10, stall: Double = 30) { (self.connect, self.stall) = (connect, stall) }
+
+    /// A reader's: both within `seconds` (`-o remote_timeout`).
+    public static func within(_ seconds: Double) -> RequestTimeouts {
+        RequestTimeouts(connect: min(10, seconds), stall: max(1, seconds))
+    }
+}
+
 /// One HTTP connection to an object store through libcurl's easy interface
 /// (kept alive between requests). Not shared between threads: each user of
 /// the store has its own.
@@ -30,16 +44,14 @@ final class HTTPConnection {
         let received: Int64
     }
 
-    /// How long a request may go without a byte before it is given up.
-    static let stallSeconds = 30
-    static let connectSeconds = 10
-
     private let handle: UnsafeMutableRawPointer
+    private let timeouts: RequestTimeouts
     private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
-    init() throws(ObjectStoreError) {
+    init(timeouts: RequestTimeouts) throws(ObjectStoreError) {
         guard Self.initialized, let handle = curl_easy_init() else { throw .unreachable("libcurl cannot start") }
         self.handle = handle
+        self.timeouts = timeouts
     }
 
     deinit { curl_easy_cleanup(handle) }
@@ -58,9 +70,9 @@ final class HTTPConnection {
         albumfs_curl_set_string(handle, CURLOPT_URL, url)
         albumfs_curl_set_pointer(handle, CURLOPT_HTTPHEADER, list)
         albumfs_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
-        albumfs_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT, Self.connectSeconds)
+        albumfs_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(timeouts.connect * 1000))
         albumfs_curl_set_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
-        albumfs_curl_set_long(handle, CURLOPT_LOW_SPEED_TIME, Self.stallSeconds)
+        albumfs_curl_set_long(handle, CURLOPT_LOW_SPEED_TIME, Int(timeouts.stall.rounded(.up)))
         albumfs_curl_set_callback(handle, CURLOPT_HEADERFUNCTION, Transfer.header)
         albumfs_curl_set_pointer(handle, CURLOPT_HEADERDATA, context.toOpaque())
         albumfs_curl_set_callback(handle, CURLOPT_WRITEFUNCTION, Transfer.write)

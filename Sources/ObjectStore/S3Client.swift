@@ -22,10 +22,10 @@ public final class S3Client {
     /// The clock signatures use (tests set it; S3 refuses one 15 minutes off).
     var now: () -> Int = { Int(time(nil)) }
 
-    public init(location: RemoteLocation, credentials: Credentials) throws(ObjectStoreError) {
+    public init(location: RemoteLocation, credentials: Credentials, timeouts: RequestTimeouts = RequestTimeouts()) throws(ObjectStoreError) {
         self.location = location
         self.signer = SigV4(credentials: credentials, region: location.region)
-        self.connection = try HTTPConnection()
+        self.connection = try HTTPConnection(timeouts: timeouts)
     }
 
     // MARK: the bucket
@@ -133,6 +133,66 @@ public final class S3Client {
         return found
     }
 
+    // MARK: multipart uploads (objects of more than one PUT)
+
+    /// Starts a multipart upload of `key`; returns its upload id.
+    public func createMultipartUpload(_ key: String) throws(ObjectStoreError) -> String {
+        let response = try send("POST", path: objectPath(key), query: [("uploads", "")], body: .none)
+        try Self.check(response, "start a multipart upload of \(key)")
+        guard let id = XMLFields.value("UploadId", in: Self.text(response)) else {
+            throw .corrupt("a multipart upload started without an UploadId")
+        }
+        return id
+    }
+
+    /// Sends part `number` (from 1): `length` bytes of `descriptor` at
+    /// `offset`, whose hex SHA-256 is `sha256`. Returns its ETag.
+    public func uploadPart(_ key: String, uploadID: String, number: Int, file descriptor: Int32, offset: Int64,
+                           length: Int64, sha256: String) throws(ObjectStoreError) -> String {
+        let response = try send("PUT", path: objectPath(key), query: [("partNumber", String(number)), ("uploadId", uploadID)],
+                                body: .file(descriptor: descriptor, offset: offset, length: length), payloadHash: sha256)
+        try Self.check(response, "put part \(number) of \(key)")
+        guard let etag = response.headers["etag"] else { throw .corrupt("part \(number) of \(key) stored without an ETag") }
+        return Self.unquote(etag)
+    }
+
+    /// Joins the parts (their ETags in order) into the object.
+    public func completeMultipartUpload(_ key: String, uploadID: String, parts: [String]) throws(ObjectStoreError) {
+        let xml = "<CompleteMultipartUpload>" + parts.enumerated().map { index, etag in
+            "<Part><PartNumber>\(index + 1)</PartNumber><ETag>\"\(etag)\"</ETag></Part>"
+        }.joined() + "</CompleteMultipartUpload>"
+        let body = Array(xml.utf8)
+        let response = try send("POST", path: objectPath(key), query: [("uploadId", uploadID)],
+                                headers: [("Content-Type", "application/xml")], body: .bytes(body),
+                                payloadHash: SHA256.hex(SHA256.digest(body)))
+        try Self.check(response, "complete the multipart upload of \(key)")
+        // S3 may answer 200 and put its error in the body.
+        let text = Self.text(response)
+        if text.contains("<Error>") {
+            throw .server(status: response.status, code: XMLFields.value("Code", in: text) ?? "",
+                          message: "complete the multipart upload of \(key): " + (XMLFields.value("Message", in: text) ?? ""))
+        }
+    }
+
+    /// Drops an upload and the parts it stored.
+    public func abortMultipartUpload(_ key: String, uploadID: String) throws(ObjectStoreError) {
+        let response = try send("DELETE", path: objectPath(key), query: [("uploadId", uploadID)], body: .none)
+        if response.status == 404 { return }
+        try Self.check(response, "abort the multipart upload of \(key)")
+    }
+
+    /// The unfinished multipart uploads of keys starting with `prefix`
+    /// (under the location's prefix): (key, upload id), at most 1,000.
+    public func multipartUploads(_ prefix: String) throws(ObjectStoreError) -> [(key: String, uploadID: String)] {
+        let response = try send("GET", path: bucketPath, query: [("prefix", location.prefix + prefix), ("uploads", "")], body: .none)
+        try Self.check(response, "list the multipart uploads of \(prefix)")
+        return XMLFields.elements("Upload", in: Self.text(response)).compactMap { upload in
+            guard let key = XMLFields.value("Key", in: upload), key.hasPrefix(location.prefix),
+                  let id = XMLFields.value("UploadId", in: upload) else { return nil }
+            return (String(key.dropFirst(location.prefix.count)), id)
+        }
+    }
+
     // MARK: requests
 
     private var bucketPath: String { "/" + S3Path.encode(location.bucket, keepingSlashes: false) }
@@ -166,6 +226,10 @@ public final class S3Client {
             throw .server(status: response.status, code: XMLFields.value("Code", in: xml) ?? "",
                           message: "\(what): " + (XMLFields.value("Message", in: xml) ?? ""))
         }
+    }
+
+    private static func text(_ response: HTTPConnection.Response) -> Substring {
+        Substring(String(decoding: response.body, as: UTF8.self))
     }
 
     private static func errorCode(_ response: HTTPConnection.Response) -> String? {

@@ -14,9 +14,11 @@ public final class S3ObjectBackend: @unchecked Sendable {
     private let client: Locked
     private let fetcher: Locked
 
-    public init(location: RemoteLocation, credentials: Credentials) throws(ObjectStoreError) {
+    /// `fetchTimeouts`: the fetcher's (a reader waits on it: `-o remote_timeout`).
+    public init(location: RemoteLocation, credentials: Credentials,
+                fetchTimeouts: RequestTimeouts = .within(10)) throws(ObjectStoreError) {
         client = Locked(try S3Client(location: location, credentials: credentials))
-        fetcher = Locked(try S3Client(location: location, credentials: credentials))
+        fetcher = Locked(try S3Client(location: location, credentials: credentials, timeouts: fetchTimeouts))
     }
 
     /// A client and the lock that lets one request at a time through it.
@@ -40,27 +42,61 @@ public final class S3ObjectBackend: @unchecked Sendable {
 
     public static func key(of sha256: String) -> String { "objects/\(sha256.prefix(2))/\(sha256)" }
 
-    /// Stores the `length` bytes at `descriptor` unless the object of that
-    /// content is there with that size; returns the content's SHA-256.
-    public func store(_ descriptor: Int32, length: Int64) throws -> String {
-        let sha256 = try FileDigest.sha256(of: descriptor, length: length)
+    /// Objects larger than this go up in parts (one PUT takes 5 GiB at most).
+    public static let multipartThreshold: Int64 = 64 << 20
+    /// A part's size: 16 MiB, larger for objects of more than 10,000 of them.
+    static func partSize(of length: Int64) -> Int64 {
+        let mebibyte: Int64 = 1 << 20
+        let needed = (length + 9_999) / 10_000
+        return max(16 * mebibyte, (needed + mebibyte - 1) / mebibyte * mebibyte)
+    }
+
+    /// Stores the `length` bytes at `descriptor` as the object of content
+    /// `sha256`, unless it is there with that size: one signed PUT, or a
+    /// multipart upload past `multipartThreshold` (each part signed with its
+    /// own SHA-256; the unfinished uploads of the key that a crash left are
+    /// aborted first, and a failed one is aborted).
+    public func store(_ descriptor: Int32, length: Int64, sha256: String) throws {
         try client.run { (s3) throws(ObjectStoreError) in
             let key = Self.key(of: sha256)
             if let existing = try s3.head(key), existing.size == length { return }
-            try s3.put(key, file: descriptor, length: length, sha256: sha256)
+            guard length > Self.multipartThreshold else {
+                try s3.put(key, file: descriptor, length: length, sha256: sha256)
+                return
+            }
+            for stale in try s3.multipartUploads(key) where stale.key == key {
+                try s3.abortMultipartUpload(key, uploadID: stale.uploadID)
+            }
+            let uploadID = try s3.createMultipartUpload(key)
+            do throws(ObjectStoreError) {
+                let size = Self.partSize(of: length)
+                let whole = SHA256()
+                var parts: [String] = []
+                var offset: Int64 = 0
+                while offset < length {
+                    let part = min(size, length - offset)
+                    let digest = try FileDigest.sha256(of: descriptor, range: offset..<(offset + part), alsoInto: whole)
+                    parts.append(try s3.uploadPart(key, uploadID: uploadID, number: parts.count + 1, file: descriptor,
+                                                   offset: offset, length: part, sha256: digest))
+                    offset += part
+                }
+                // Each part was checked against its own digest; the object's
+                // name is checked against the whole before it exists.
+                let actual = whole.finish()
+                guard actual == sha256 else {
+                    throw .local("the file to upload is not the content \(sha256) (SHA-256 \(actual)): it changed, or was misnamed")
+                }
+                try s3.completeMultipartUpload(key, uploadID: uploadID, parts: parts)
+            } catch {
+                try? s3.abortMultipartUpload(key, uploadID: uploadID)
+                throw error
+            }
         }
-        return sha256
     }
 
-    public func fetch(sha256: String, length: Int64, into descriptor: Int32) throws {
-        let got = try fetcher.run { (s3) throws(ObjectStoreError) in try s3.get(Self.key(of: sha256), into: descriptor) }
-        guard got == length else {
-            throw ObjectStoreError.corrupt("the object \(Self.key(of: sha256)) has \(got) bytes, not \(length)")
-        }
-        let actual = try FileDigest.sha256(of: descriptor, length: length)
-        guard actual == sha256 else {
-            throw ObjectStoreError.corrupt("the object \(Self.key(of: sha256)) holds other data (SHA-256 \(actual))")
-        }
+    /// Bytes `range` of the object (unchecked: the library checks them).
+    public func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] {
+        try fetcher.run { (s3) throws(ObjectStoreError) in try s3.get(Self.key(of: sha256), range: range) }
     }
 
     public func remove(sha256: String) throws {
@@ -81,15 +117,24 @@ public enum FileDigest {
     public static func sha256(of bytes: [UInt8]) -> String { SHA256.hex(SHA256.digest(bytes)) }
 
     public static func sha256(of descriptor: Int32, length: Int64) throws(ObjectStoreError) -> String {
+        try sha256(of: descriptor, range: 0..<length)
+    }
+
+    /// The hex SHA-256 of bytes `range` of the file; `alsoInto` is given the
+    /// same bytes.
+    public static func sha256(of descriptor: Int32, range: Range<Int64>, alsoInto other: SHA256? = nil) throws(ObjectStoreError) -> String {
         let hasher = SHA256()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var offset: Int64 = 0
-        while offset < length {
-            let want = Int(min(Int64(buffer.count), length - offset))
+        var offset = range.lowerBound
+        while offset < range.upperBound {
+            let want = Int(min(Int64(buffer.count), range.upperBound - offset))
             let got = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, want, off_t(offset)) }
             if got < 0 && errno == EINTR { continue }
             guard got > 0 else { throw .local("reading the file to upload: \(got < 0 ? String(cString: strerror(errno)) : "it is shorter than its size")") }
-            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<got])) }
+            buffer.withUnsafeBytes { piece in
+                hasher.update(UnsafeRawBufferPointer(rebasing: piece[0..<got]))
+                other?.update(UnsafeRawBufferPointer(rebasing: piece[0..<got]))
+            }
             offset += Int64(got)
         }
         return hasher.finish()

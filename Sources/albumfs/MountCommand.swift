@@ -104,7 +104,7 @@ struct MountCommand {
                                       readOnly: options.readOnly, create: creates, options: try libraryOptions(options))
             // Uploads go off the request threads; a remote without keys is refused here, with its reason.
             if let remote = library.remote, !options.readOnly {
-                library.startRemoteSync(try RemoteConnection.backend(for: remote))
+                library.startRemoteSync(try RemoteConnection.backend(for: remote, readTimeout: options.remoteTimeout))
             }
             var configuration = MountConfiguration(store: location, mountPoint: mountPoint)
             configuration.readOnly = options.readOnly
@@ -151,6 +151,7 @@ struct MountCommand {
         var result = LibraryOptions(trashDays: options.trashDays, factsReader: IsolatedFactsReader())
         result.log = { Log.error($0) }
         result.cacheSize = options.cacheSize
+        result.remoteTimeout = options.remoteTimeout
         if let text = getenv("ALBUMFS_CLOCK_OFFSET").map({ String(cString: $0) }) {
             guard let seconds = Int64(text) else { throw CommandFailure(.usage, "ALBUMFS_CLOCK_OFFSET is not a number of seconds: \(text)") }
             result.clockOffset = seconds * 1_000_000_000

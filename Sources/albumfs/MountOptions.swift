@@ -11,6 +11,9 @@ struct MountOptions {
     /// `cache_size=SIZE` (bytes, or with K, M, G, T: powers of 1024): with a
     /// remote, the most bytes of originals kept locally (nil: all of them).
     var cacheSize: Int64?
+    /// `remote_timeout=SECONDS`: how long a read of data only in the bucket
+    /// waits with nothing coming before it fails with EIO.
+    var remoteTimeout: Double = 10
     /// What goes to libfuse's `-o`.
     var fuseOptions: [String] = []
 
@@ -49,6 +52,11 @@ struct MountOptions {
                     throw CommandFailure(.usage, "cache_size takes a size (bytes, or with K, M, G or T): \(option)")
                 }
                 cacheSize = bytes
+            } else if option.hasPrefix("remote_timeout=") {
+                guard let seconds = Double(option.dropFirst("remote_timeout=".count)), seconds >= 1, seconds <= 3600 else {
+                    throw CommandFailure(.usage, "remote_timeout takes seconds, from 1 to 3600: \(option)")
+                }
+                remoteTimeout = seconds
             } else if option.hasPrefix("max_read=") {
                 fuseOptions.append(option)
             } else if Self.ignored.contains(option) || Self.ignoredPrefixes.contains(where: option.hasPrefix) {

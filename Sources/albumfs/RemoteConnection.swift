@@ -7,7 +7,8 @@ extension S3ObjectBackend: ObjectBackend {}
 /// store, its keys from the environment or the credentials file (never from
 /// the store or a command line).
 enum RemoteConnection {
-    static func backend(for remote: RemoteConfiguration) throws(CommandFailure) -> S3ObjectBackend {
+    /// `readTimeout`: the bound on a read waiting for the bucket (`-o remote_timeout`).
+    static func backend(for remote: RemoteConfiguration, readTimeout: Double = 10) throws(CommandFailure) -> S3ObjectBackend {
         let location: RemoteLocation
         do {
             location = try RemoteLocation(url: remote.url, endpoint: remote.endpoint, region: remote.region)
@@ -20,7 +21,7 @@ enum RemoteConnection {
                                  + "AWS_SECRET_ACCESS_KEY, or put them in \(profile)")
         }
         do {
-            return try S3ObjectBackend(location: location, credentials: credentials)
+            return try S3ObjectBackend(location: location, credentials: credentials, fetchTimeouts: .within(readTimeout))
         } catch {
             throw CommandFailure(.unusableStore, "the remote \(location): \(error)")
         }

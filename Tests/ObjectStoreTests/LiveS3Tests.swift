@@ -71,6 +71,43 @@ struct LiveS3Tests {
         #expect(back == bytes)
     }
 
+    @Test("an object past the multipart threshold goes up in signed parts; an unfinished upload a crash left is aborted first")
+    func multipart() throws {
+        let server = try #require(server)
+        let bucket = "t" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let location = try RemoteLocation(url: "s3://\(bucket)/lib/", endpoint: server.endpoint, region: server.region)
+        let s3 = try S3Client(location: location, credentials: server.credentials)
+        try s3.createBucket()
+        let backend = try S3ObjectBackend(location: location, credentials: server.credentials)
+        let path = "/tmp/albumfs-s3-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(path) }
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        // 16 MiB parts: four whole ones and a short fifth.
+        let length = S3ObjectBackend.multipartThreshold + 3 << 20
+        var bytes = [UInt8](repeating: 0, count: Int(length))
+        for i in stride(from: 0, to: bytes.count, by: 4096) { bytes[i] = UInt8(truncatingIfNeeded: i / 4096) }
+        #expect(bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } == bytes.count)
+        let sha = SHA256.hex(SHA256.digest(bytes))
+        let key = S3ObjectBackend.key(of: sha)
+        let stale = try s3.createMultipartUpload(key)
+        #expect(try s3.multipartUploads(key).map(\.uploadID) == [stale])
+        try backend.store(fd, length: length, sha256: sha)
+        #expect(try s3.multipartUploads(key).isEmpty, "the crash's unfinished upload (or this one) was left")
+        #expect(try s3.head(key)?.size == length)
+        #expect(SHA256.hex(SHA256.digest(try s3.get(key))) == sha)
+        #expect(try backend.fetch(sha256: sha, range: (length - 10)..<(length + 10)) == Array(bytes[(bytes.count - 10)...]))
+        // A part whose bytes do not match its signed SHA-256 is refused: the
+        // upload fails and is aborted, and no object appears.
+        let other = [UInt8](repeating: 7, count: Int(length))
+        #expect(other.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } == other.count)
+        let lie = String(repeating: "0", count: 64)
+        #expect(throws: ObjectStoreError.self) { try backend.store(fd, length: length, sha256: lie) }
+        #expect(try s3.head(S3ObjectBackend.key(of: lie)) == nil)
+        #expect(try s3.multipartUploads(S3ObjectBackend.key(of: lie)).isEmpty)
+    }
+
     @Test("a conditional put loses to an object that exists (If-None-Match)")
     func conditionalPut() throws {
         let s3 = try client()

@@ -14,16 +14,14 @@ public struct RemoteConfiguration: Sendable, Equatable {
 
 /// The bucket as the library uses it: objects named by the SHA-256 of their
 /// content. The daemon's is S3 (albumfs' S3ObjectBackend); AlbumCore knows
-/// nothing of HTTP.
+/// nothing of HTTP, and checks every byte that comes back itself.
 public protocol ObjectBackend: Sendable {
     /// Stores the `length` bytes of the file open at `descriptor` (read with
-    /// pread), unless an object of that content is there already; returns
-    /// the content's SHA-256 (hex), its object's name.
-    func store(_ descriptor: Int32, length: Int64) throws -> String
+    /// pread) as the object of content `sha256` (hex), unless it is there.
+    func store(_ descriptor: Int32, length: Int64, sha256: String) throws
     /// Removes the object of content `sha256` (none there: fine).
     func remove(sha256: String) throws
-    /// Writes the object of content `sha256` into `descriptor` from offset 0,
-    /// and checks that it is that content, `length` bytes: a wrong object
-    /// throws, and what was written must not be used.
-    func fetch(sha256: String, length: Int64, into descriptor: Int32) throws
+    /// Bytes `range` of the object of content `sha256`, as the bucket gives
+    /// them (fewer when the object is shorter).
+    func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8]
 }

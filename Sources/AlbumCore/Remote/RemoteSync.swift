@@ -119,12 +119,13 @@ final class RemoteSync: Sendable {
         }
         defer { close(descriptor) }
         guard let before = ContentStamp(descriptor: descriptor) else { return .failed("asset \(asset): cannot stat its data") }
-        let sha256 = try backend.store(descriptor, length: before.size)
+        let digest = try ObjectDigest.of(descriptor, length: before.size)
+        try backend.store(descriptor, length: before.size, sha256: digest.sha256)
         guard ContentStamp(descriptor: descriptor) == before else { return .failed("asset \(asset) changed while it was uploaded") }
         try record(library) { db in
             // Only what the row still says: a write since then queued it again.
             guard let row = try db.attributes(of: asset), row.size == before.size, try !db.isBeingWritten(asset) else { return }
-            try db.setRemoteObject(asset, sha256: sha256, size: before.size, modified: before.modified)
+            try db.setRemoteObject(asset, digest, modified: before.modified)
             try db.uploadDone(asset, ticket: ticket)
         }
         return .did

@@ -1,0 +1,206 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import Digests
+
+/// An evicted asset's data on its way back from the bucket into its fetch
+/// file (`content/.transfers/fetch-ID`), one chunk (a ranged GET) at a
+/// time (SEMANTICS.md § Remote storage, "Reading a remote-only original"):
+/// first the chunks readers wait for, else on from the last one asked for
+/// (read-ahead), else the first still missing. Each chunk is checked
+/// against its recorded SHA-256 before it is written, so whatever has
+/// landed in the file may be read. An object recorded without chunk
+/// digests is fetched in order and checked whole: none of it may be read
+/// until all of it came and matched. Once all is there the file is synced
+/// and becomes the asset's content file (`finish`), if the asset is still
+/// evicted then.
+///
+/// Readers wait for their bytes; a wait ends in an error when the download
+/// failed, or when no chunk has come for `timeout` seconds (the mount's
+/// `remote_timeout`). A failed download is forgotten: the next open starts
+/// another.
+final class Download: Sendable {
+    let id: NodeID
+    let digest: ObjectDigest
+    /// The fetch file, read-write; the worker closes it when it ends.
+    let descriptor: Int32
+    /// The data's mtime, given to the fetch file before it is installed.
+    let modified: Nanoseconds
+    let timeout: Double
+    private let state: WaitableValue<State>
+
+    enum Outcome: Equatable, Sendable { case installed, failed(String) }
+
+    private struct State {
+        var landed: [Bool]
+        var landedBytes: Int64 = 0
+        /// Chunks readers wait for, the oldest first.
+        var wanted: [Int] = []
+        /// Where read-ahead goes on: after the last chunk asked for or fetched.
+        var nextInOrder = 0
+        var outcome: Outcome?
+        /// When the last chunk came (or the download began), monotonic seconds.
+        var lastProgress: Double
+
+        var isAllLanded: Bool { !landed.contains(false) }
+
+        mutating func takeNext(inOrderOnly: Bool) -> Int? {
+            if !inOrderOnly, let index = wanted.first(where: { !landed[$0] }) {
+                wanted.removeAll { $0 == index }
+                nextInOrder = index + 1
+                return index
+            }
+            wanted.removeAll { landed[$0] }
+            if nextInOrder < landed.count, !landed[nextInOrder] {
+                defer { nextInOrder += 1 }
+                return nextInOrder
+            }
+            // Checked whole, nothing counts as landed before the end: the
+            // pass in order is the only one.
+            if inOrderOnly { return nil }
+            return landed.firstIndex(of: false).map { index in nextInOrder = index + 1; return index }
+        }
+    }
+
+    init(id: NodeID, digest: ObjectDigest, descriptor: Int32, modified: Nanoseconds, timeout: Double) {
+        (self.id, self.digest, self.descriptor, self.modified, self.timeout) = (id, digest, descriptor, modified, timeout)
+        state = WaitableValue(State(landed: Array(repeating: false, count: digest.chunkCount),
+                                    lastProgress: WaitableValue<State>.now()))
+    }
+
+    // MARK: readers
+
+    /// Waits until bytes `range` (cut to the object's size) have come and
+    /// been checked.
+    func waitFor(_ range: Range<Int64>) throws(LibraryError) {
+        let clamped = min(range.lowerBound, digest.size)..<min(range.upperBound, digest.size)
+        guard !clamped.isEmpty else { return }
+        let chunks = Int(clamped.lowerBound / ObjectDigest.chunkSize)...Int((clamped.upperBound - 1) / ObjectDigest.chunkSize)
+        try wait { state in
+            if chunks.allSatisfy({ state.landed[$0] }) { return true }
+            for index in chunks where !state.landed[index] && !state.wanted.contains(index) { state.wanted.append(index) }
+            return nil
+        }
+    }
+
+    /// Waits until the whole object is the asset's data again.
+    func waitForInstall() throws(LibraryError) {
+        try wait { state in state.outcome == .installed ? true : nil }
+    }
+
+    private func wait(_ ready: (inout State) -> Bool?) throws(LibraryError) {
+        let timeout = self.timeout
+        let started = WaitableValue<State>.now()
+        // Nothing came for `timeout` since this wait began, or since the last chunk.
+        let answer = state.wait(deadline: { max(started, $0.lastProgress) + timeout }) { state -> Result<Void, LibraryError>? in
+            if ready(&state) != nil { return .success(()) }
+            if case .failed(let why) = state.outcome { return .failure(.unavailable(why)) }
+            return nil
+        }
+        switch answer {
+        case .success: return
+        case .failure(let error): throw error
+        case nil:
+            throw .remote("asset \(id): nothing came from the bucket for \(Self.seconds(timeout)) (remote_timeout)")
+        }
+    }
+
+    /// Bytes checked so far (`user.albumfs.progress`), of the whole.
+    var progress: (landed: Int64, total: Int64) { state.withLock { ($0.landedBytes, digest.size) } }
+
+    var outcome: Outcome? { state.withLock { $0.outcome } }
+
+    // MARK: the worker
+
+    /// Fetches every chunk through `backend`, then `finish` makes the file the
+    /// asset's (under the database lock; it throws when the mount is ending).
+    /// Stops at `isStopped`; `failed` hears why it did not end installed.
+    /// Runs on a queue of its own; closes the fetch file when done.
+    func run(_ backend: any ObjectBackend, isStopped: @escaping @Sendable () -> Bool,
+             finish: @escaping @Sendable (Download) throws(LibraryError) -> Void,
+             failed: @escaping @Sendable (Download, String) -> Void) {
+        DispatchQueue(label: "albumfs.download", qos: .userInitiated).async { [self] in
+            let outcome = fetchAll(backend, isStopped: isStopped, finish: finish)
+            close(descriptor)
+            // Said (logged) before any reader hears of it.
+            if case .failed(let why) = outcome { failed(self, why) }
+            state.withLock { $0.outcome = outcome }
+        }
+    }
+
+    private func fetchAll(_ backend: any ObjectBackend, isStopped: () -> Bool,
+                          finish: (Download) throws(LibraryError) -> Void) -> Outcome {
+        let checkedWhole = digest.digest(ofChunk: 0) == nil && digest.chunkCount > 0
+        let whole = SHA256()
+        do {
+            while let index = state.withLock({ $0.takeNext(inOrderOnly: checkedWhole) }) {
+                if isStopped() { return .failed("asset \(id): the mount ended before its data came from the bucket") }
+                let range = digest.range(ofChunk: index)
+                let bytes = try fetch(range, backend)
+                if let expected = digest.digest(ofChunk: index) {
+                    guard SHA256.digest(bytes)[...] == expected else {
+                        throw LibraryError.remote("asset \(id): the bucket's object \(digest.sha256) holds other data "
+                                                  + "than the library recorded (bytes \(range.lowerBound)–\(range.upperBound))")
+                    }
+                } else {
+                    bytes.withUnsafeBytes { whole.update($0) }
+                }
+                try write(bytes, at: range.lowerBound)
+                state.withLock { state in
+                    state.lastProgress = WaitableValue<State>.now()
+                    if !checkedWhole {
+                        state.landed[index] = true
+                        state.landedBytes += Int64(bytes.count)
+                    }
+                }
+            }
+            if checkedWhole {
+                let actual = whole.finish()
+                guard actual == digest.sha256 else {
+                    throw LibraryError.remote("asset \(id): the bucket's object \(digest.sha256) holds other data (SHA-256 \(actual))")
+                }
+                state.withLock { state in
+                    state.landed = Array(repeating: true, count: state.landed.count)
+                    state.landedBytes = digest.size
+                }
+            }
+            guard fsync(descriptor) == 0 else { throw LibraryError(errno: errno) }
+            try ContentStore.setModificationTime(of: descriptor, to: modified)
+            try finish(self)
+            return .installed
+        } catch let error as LibraryError {
+            return .failed(error.diagnostic ?? "asset \(id): \(error)")
+        } catch {
+            return .failed("asset \(id): \(error)")
+        }
+    }
+
+    private func fetch(_ range: Range<Int64>, _ backend: any ObjectBackend) throws -> [UInt8] {
+        let bytes: [UInt8]
+        do {
+            bytes = try backend.fetch(sha256: digest.sha256, range: range)
+        } catch {
+            throw LibraryError.remote("asset \(id): its data is only in the bucket and cannot be had: \(error)")
+        }
+        guard bytes.count == range.count else {
+            throw LibraryError.remote("asset \(id): the bucket's object \(digest.sha256) is shorter than the library recorded "
+                                      + "(\(bytes.count) bytes at \(range.lowerBound), not \(range.count))")
+        }
+        return bytes
+    }
+
+    private func write(_ bytes: [UInt8], at offset: Int64) throws(LibraryError) {
+        var done = 0
+        while done < bytes.count {
+            let wrote = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }
+            if wrote < 0 && errno == EINTR { continue }
+            guard wrote > 0 else { throw LibraryError(errno: errno) }
+            done += wrote
+        }
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+    }
+}
