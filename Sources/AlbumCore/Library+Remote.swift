@@ -150,7 +150,7 @@ extension Library {
 
     /// Evicts one asset if it still may be: checked, moved aside and marked
     /// under the database lock (no open can come between), removed after.
-    private func evict(_ id: NodeID) throws(LibraryError) -> Bool {
+    func evict(_ id: NodeID) throws(LibraryError) -> Bool {
         let (content, openFiles) = (self.content, self.openFiles)
         var setAside = false
         let done = try write({ db -> Bool in

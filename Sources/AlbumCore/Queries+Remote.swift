@@ -22,14 +22,28 @@ extension Database {
     /// when the store has a remote and `id` is an asset.
     func queueUpload(_ id: NodeID) throws {
         try statement("""
-            INSERT OR REPLACE INTO upload_queue(asset) SELECT ?1 WHERE EXISTS (SELECT 1 FROM remote)
+            INSERT OR REPLACE INTO upload_queue(asset, queued_at) SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM remote)
             AND EXISTS (SELECT 1 FROM nodes WHERE id = ?1 AND kind = \(NodeKind.asset.rawValue))
-            """).bind(.int(id)).run()
+            """).bind(.int(id), .int(currentTime())).run()
     }
 
     /// Every asset, queued (`albumfs remote attach`, an existing library).
     func queueEveryAsset() throws {
-        try execute("INSERT OR IGNORE INTO upload_queue(asset) SELECT id FROM nodes WHERE kind = \(NodeKind.asset.rawValue) ORDER BY id")
+        try statement("""
+            INSERT OR IGNORE INTO upload_queue(asset, queued_at) SELECT id, ?1 FROM nodes WHERE kind = \(NodeKind.asset.rawValue) ORDER BY id
+            """).bind(.int(currentTime())).run()
+    }
+
+    // MARK: the uploader's state
+
+    /// Records the uploader's failure (nil: its last step worked).
+    func setRemoteError(_ why: String?) throws {
+        if let why {
+            try statement("INSERT OR REPLACE INTO remote_status(id, last_error, error_at) VALUES (1, ?1, ?2)")
+                .bind(.text(why), .int(currentTime())).run()
+        } else {
+            try execute("DELETE FROM remote_status")
+        }
     }
 
     /// The queued asset to upload next and its place in the queue: the first
@@ -65,11 +79,12 @@ extension Database {
     /// Records that the bucket holds `asset`'s data as the object `digest`
     /// names; the object it had before goes to the deletes if nothing else
     /// needs it, and this one leaves them (it is needed again).
-    func setRemoteObject(_ asset: NodeID, _ digest: ObjectDigest, modified: Nanoseconds) throws {
+    func setRemoteObject(_ asset: NodeID, _ digest: ObjectDigest, etag: String, modified: Nanoseconds) throws {
         let previous = try remoteObject(of: asset)?.digest.sha256
         try statement("""
-            INSERT OR REPLACE INTO remote_objects(asset, sha256, size, data_mtime, chunk_sha256) VALUES (?1, ?2, ?3, ?4, ?5)
-            """).bind(.int(asset), .text(digest.sha256), .int(digest.size), .int(modified), digest.chunks.map { .blob($0) } ?? .null).run()
+            INSERT OR REPLACE INTO remote_objects(asset, sha256, size, data_mtime, chunk_sha256, etag) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            """).bind(.int(asset), .text(digest.sha256), .int(digest.size), .int(modified), digest.chunks.map { .blob($0) } ?? .null,
+                      .text(etag)).run()
         try statement("DELETE FROM remote_deletes WHERE sha256 = ?1").bind(.text(digest.sha256)).run()
         if let previous, previous != digest.sha256 { try deleteObjectIfUnneeded(previous) }
     }
@@ -156,5 +171,30 @@ extension Database {
     func setKeptLocal(_ asset: NodeID, _ kept: Bool) throws {
         try statement(kept ? "INSERT OR IGNORE INTO kept_local(asset) VALUES (?1)" : "DELETE FROM kept_local WHERE asset = ?1")
             .bind(.int(asset)).run()
+    }
+}
+
+// MARK: fsck --remote
+
+extension Database {
+    /// Every object the library records, with the assets that need it: (SHA-256, size, ETag if recorded, assets).
+    func recordedObjects() throws -> [(sha256: String, size: Int64, etag: String?, assets: [NodeID])] {
+        var found: [String: (size: Int64, etag: String?, assets: [NodeID])] = [:]
+        for (asset, sha256, size, etag) in try statement("SELECT asset, sha256, size, etag FROM remote_objects ORDER BY sha256, asset")
+            .all({ (NodeID(bitPattern: $0.int64(0)), $0.text(1), $0.int64(2), $0.optionalText(3)) }) {
+            found[sha256, default: (size, etag, [])].assets.append(asset)
+            if etag != nil { found[sha256]!.etag = etag }
+        }
+        return found.map { ($0.key, $0.value.size, $0.value.etag, $0.value.assets) }.sorted { $0.sha256 < $1.sha256 }
+    }
+
+    /// The objects owed a delete (done by the next mount).
+    func pendingRemoteDeletes() throws -> Set<String> {
+        Set(try statement("SELECT sha256 FROM remote_deletes").all { $0.text(0) })
+    }
+
+    /// The object of content `sha256` was stored again: its new ETag.
+    func setRemoteETag(_ sha256: String, _ etag: String) throws {
+        try statement("UPDATE remote_objects SET etag = ?2 WHERE sha256 = ?1").bind(.text(sha256), .text(etag)).run()
     }
 }

@@ -346,6 +346,22 @@ extension Database {
             }
             result.objects = try scalarInt("SELECT count(DISTINCT sha256) FROM remote_objects")
         }
+        if result.schemaVersion >= 8 {
+            try statement("""
+                SELECT count(*), coalesce(sum(n.size), 0) FROM evicted e JOIN nodes n ON n.id = e.asset
+                """).first { row in
+                result.remoteOnlyAssets = row.int64(0)
+                result.remoteOnlyBytes = row.int64(1)
+            }
+        }
+        result.localBytes = result.bytes + result.deletedBytes - result.remoteOnlyBytes
+        if result.schemaVersion >= 10, result.remote != nil {
+            result.oldestUploadQueued = try statement("SELECT min(queued_at) FROM upload_queue").first { $0.optionalInt64(0) } ?? nil
+            try statement("SELECT last_error, error_at FROM remote_status WHERE id = 1").first { row in
+                result.lastRemoteError = row.optionalText(0)
+                result.lastRemoteErrorTime = row.optionalInt64(1)
+            }
+        }
         return result
     }
 }

@@ -261,6 +261,25 @@ enum Schema {
                 ALTER TABLE remote_objects ADD COLUMN chunk_sha256 BLOB;
                 """)
         },
+        .init("each object's ETag, when an upload was queued, the uploader's last error") { db in
+            try db.execute("""
+                -- The ETag the bucket gave the object at upload: a HEAD that
+                -- answers another one finds it overwritten behind our back
+                -- (fsck --remote). NULL for an object recorded before.
+                ALTER TABLE remote_objects ADD COLUMN etag TEXT;
+                -- When the asset was queued (ns since the epoch; NULL before):
+                -- stats says how long the oldest upload has waited.
+                ALTER TABLE upload_queue ADD COLUMN queued_at INTEGER;
+                -- What the uploader last failed at and when, while it fails
+                -- (cleared by the next step that works): for stats, which reads
+                -- the database alone, also while the store is mounted.
+                CREATE TABLE remote_status(
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    last_error TEXT,
+                    error_at INTEGER
+                );
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

@@ -28,6 +28,17 @@ public struct StoreStatistics: Sendable, Equatable {
     public var uploadsPending: Int64 = 0
     public var uploadBytesPending: Int64 = 0
     public var objects: Int64 = 0
+    /// When the upload that has waited longest was queued (ns since the
+    /// epoch; nil: none waits, or it was queued by an older albumfs).
+    public var oldestUploadQueued: Nanoseconds?
+    /// Bytes of originals (live and in Recently Deleted) on the local disk,
+    /// and those only in the bucket (evicted: `-o cache_size`).
+    public var localBytes: Int64 = 0
+    public var remoteOnlyBytes: Int64 = 0
+    public var remoteOnlyAssets: Int64 = 0
+    /// What the uploader last failed at and when, while it is failing.
+    public var lastRemoteError: String?
+    public var lastRemoteErrorTime: Nanoseconds?
 
     public static func read(_ location: StoreLocation) throws(LibraryError) -> StoreStatistics {
         guard access(location.databasePath, R_OK) == 0 else {

@@ -156,8 +156,8 @@ public final class S3Client {
         return Self.unquote(etag)
     }
 
-    /// Joins the parts (their ETags in order) into the object.
-    public func completeMultipartUpload(_ key: String, uploadID: String, parts: [String]) throws(ObjectStoreError) {
+    /// Joins the parts (their ETags in order) into the object; returns its ETag.
+    public func completeMultipartUpload(_ key: String, uploadID: String, parts: [String]) throws(ObjectStoreError) -> String {
         let xml = "<CompleteMultipartUpload>" + parts.enumerated().map { index, etag in
             "<Part><PartNumber>\(index + 1)</PartNumber><ETag>\"\(etag)\"</ETag></Part>"
         }.joined() + "</CompleteMultipartUpload>"
@@ -172,6 +172,7 @@ public final class S3Client {
             throw .server(status: response.status, code: XMLFields.value("Code", in: text) ?? "",
                           message: "complete the multipart upload of \(key): " + (XMLFields.value("Message", in: text) ?? ""))
         }
+        return XMLFields.value("ETag", in: text).map(Self.unquote) ?? ""
     }
 
     /// Drops an upload and the parts it stored.

@@ -56,13 +56,12 @@ public final class S3ObjectBackend: @unchecked Sendable {
     /// multipart upload past `multipartThreshold` (each part signed with its
     /// own SHA-256; the unfinished uploads of the key that a crash left are
     /// aborted first, and a failed one is aborted).
-    public func store(_ descriptor: Int32, length: Int64, sha256: String) throws {
-        try client.run { (s3) throws(ObjectStoreError) in
+    public func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String {
+        try client.run { (s3) throws(ObjectStoreError) -> String in
             let key = Self.key(of: sha256)
-            if let existing = try s3.head(key), existing.size == length { return }
+            if let existing = try s3.head(key), existing.size == length { return existing.etag }
             guard length > Self.multipartThreshold else {
-                try s3.put(key, file: descriptor, length: length, sha256: sha256)
-                return
+                return try s3.put(key, file: descriptor, length: length, sha256: sha256)
             }
             for stale in try s3.multipartUploads(key) where stale.key == key {
                 try s3.abortMultipartUpload(key, uploadID: stale.uploadID)
@@ -86,7 +85,7 @@ public final class S3ObjectBackend: @unchecked Sendable {
                 guard actual == sha256 else {
                     throw .local("the file to upload is not the content \(sha256) (SHA-256 \(actual)): it changed, or was misnamed")
                 }
-                try s3.completeMultipartUpload(key, uploadID: uploadID, parts: parts)
+                return try s3.completeMultipartUpload(key, uploadID: uploadID, parts: parts)
             } catch {
                 try? s3.abortMultipartUpload(key, uploadID: uploadID)
                 throw error
@@ -97,6 +96,22 @@ public final class S3ObjectBackend: @unchecked Sendable {
     /// Bytes `range` of the object (unchecked: the library checks them).
     public func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] {
         try fetcher.run { (s3) throws(ObjectStoreError) in try s3.get(Self.key(of: sha256), range: range) }
+    }
+
+    /// The size and ETag of the object of content `sha256`; nil when there is none.
+    public func head(sha256: String) throws -> (size: Int64, etag: String)? {
+        try client.run { (s3) throws(ObjectStoreError) in try s3.head(Self.key(of: sha256)).map { ($0.size, $0.etag) } }
+    }
+
+    /// Every object under `objects/` whose key is a content name: (SHA-256, size, ETag).
+    public func objects() throws -> [(sha256: String, size: Int64, etag: String)] {
+        try client.run { (s3) throws(ObjectStoreError) in
+            try s3.list("objects/").compactMap { object in
+                let name = object.key.split(separator: "/").last.map(String.init) ?? ""
+                guard object.key == Self.key(of: name), name.count == 64, name.allSatisfy(\.isHexDigit) else { return nil }
+                return (name, object.size, object.etag)
+            }
+        }
     }
 
     public func remove(sha256: String) throws {

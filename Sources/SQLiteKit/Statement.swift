@@ -92,6 +92,7 @@ public final class Statement {
     public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
     public func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
     public func optionalInt(_ column: Int32) -> Int? { isNull(column) ? nil : int(column) }
+    public func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
     public func optionalDouble(_ column: Int32) -> Double? { isNull(column) ? nil : double(column) }
     public func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
 

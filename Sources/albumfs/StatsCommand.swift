@@ -51,8 +51,22 @@ struct StatsCommand {
         Recently Deleted: \(s.deletedAssets) (\(s.deletedBytes) bytes)
         side files: \(s.sideFiles)
         """ + (s.remote.map { remote in
-            "\nremote: \(remote): \(s.objects) object\(s.objects == 1 ? "" : "s"); \(s.uploadsPending) upload\(s.uploadsPending == 1 ? "" : "s") waiting (\(s.uploadBytesPending) bytes)"
+            "\nremote: \(remote): \(s.objects) object\(s.objects == 1 ? "" : "s")"
+            + "\nlocal: \(s.localBytes) bytes of originals on this disk; \(s.remoteOnlyAssets) only in the bucket (\(s.remoteOnlyBytes) bytes)"
+            + "\nuploads waiting: \(s.uploadsPending) (\(s.uploadBytesPending) bytes)"
+            + (s.oldestUploadQueued.map { ", the oldest queued \(Self.time($0))" } ?? "")
+            + (s.lastRemoteError.map { "\nlast remote error: \($0)" + (s.lastRemoteErrorTime.map { " (\(Self.time($0)))" } ?? "") } ?? "")
         } ?? "")
+    }
+
+    /// A time as ISO 8601 UTC, to the second.
+    private static func time(_ nanoseconds: Int64) -> String {
+        var seconds = time_t(nanoseconds / 1_000_000_000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        var buffer = [CChar](repeating: 0, count: 32)
+        strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%SZ", &parts)
+        return String(cString: buffer)
     }
 
     private static func json(_ location: StoreLocation, _ s: StoreStatistics, _ mounted: Bool, _ points: [String]) -> String {
@@ -63,7 +77,11 @@ struct StatsCommand {
             "recently_deleted": {"assets": \(s.deletedAssets), "bytes": \(s.deletedBytes)}, "side_files": \(s.sideFiles), \
             "kinds": {\(["photo", "video", "audio", "other"].map { "\"\($0)\": \(s.kinds[$0] ?? 0)" }.joined(separator: ", ")), \
             "unread": \(s.unread)}, "favorites": \(s.favorites), "remote": \(s.remote.map(quoted) ?? "null"), \
-            "uploads_pending": {"assets": \(s.uploadsPending), "bytes": \(s.uploadBytesPending)}, "objects": \(s.objects)}
+            "uploads_pending": {"assets": \(s.uploadsPending), "bytes": \(s.uploadBytesPending), \
+            "oldest_queued": \(s.oldestUploadQueued.map { quoted(time($0)) } ?? "null")}, "objects": \(s.objects), \
+            "local_bytes": \(s.localBytes), "remote_only": {"assets": \(s.remoteOnlyAssets), "bytes": \(s.remoteOnlyBytes)}, \
+            "last_remote_error": \(s.lastRemoteError.map(quoted) ?? "null"), \
+            "last_remote_error_at": \(s.lastRemoteErrorTime.map { quoted(time($0)) } ?? "null")}
             """
     }
 

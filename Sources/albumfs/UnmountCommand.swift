@@ -29,7 +29,18 @@ struct UnmountCommand {
             throw CommandFailure(.problemsFound,
                                  "unmounted \(mountPoint), but the daemon still holds the store \(store.root) after \(Self.releaseTimeoutMilliseconds / 1000) s")
         }
+        if let store { sayWhatWaits(store) }
         return ExitCode.success.rawValue
+    }
+
+    /// Uploads still queued are kept, not lost: they go at the next mount
+    /// (SEMANTICS.md § Remote storage). Said on standard error, exit 0.
+    private func sayWhatWaits(_ store: StoreLocation) {
+        guard let statistics = try? StoreStatistics.read(store), statistics.uploadsPending > 0 else { return }
+        let count = statistics.uploadsPending
+        toStandardError("albumfs: unmounted \(mountPoint) with \(count) upload\(count == 1 ? "" : "s") to the bucket waiting "
+                        + "(\(statistics.uploadBytesPending) bytes): kept in the store, they resume at its next mount "
+                        + "(albumfs sync --wait before unmounting waits for them)\n")
     }
 
     /// The store of the albumfs mount on `path` (its fsname in the mount table), if any.

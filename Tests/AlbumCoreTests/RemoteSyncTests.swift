@@ -7,74 +7,6 @@ import Testing
 import ObjectStore
 import Synchronization
 
-extension S3ObjectBackend: ObjectBackend {}
-
-/// The RADOS Gateway scripts/test started (scripts/lib/radosgw).
-private let gateway: (endpoint: String, credentials: Credentials)? = {
-    let environment = ProcessInfo.processInfo.environment
-    guard let endpoint = environment["RADOSGW_ENDPOINT"], let key = environment["RADOSGW_ACCESS_KEY"],
-          let secret = environment["RADOSGW_SECRET_KEY"] else { return nil }
-    return (endpoint, Credentials(accessKey: key, secretKey: secret))
-}()
-
-/// Polls `condition`, bounded: only for what the contract says is eventual
-/// (uploads, deletes and evictions are background work: SEMANTICS.md § Remote storage).
-private func eventually(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool,
-                        sourceLocation: SourceLocation = #_sourceLocation) {
-    let deadline = Date().addingTimeInterval(timeout)
-    while !((try? condition()) ?? false) && Date() < deadline { usleep(20_000) }
-    #expect((try? condition()) == true, "not within \(timeout) s: \(what)", sourceLocation: sourceLocation)
-}
-
-/// A store with a remote in a bucket of its own, and a client of the test's
-/// own to look into the bucket (not albumfs').
-private struct RemoteFixture {
-    let store: TestStore
-    let remote: RemoteConfiguration
-    let bucket: S3Client
-
-    init(trashDays: Int = 30, cacheSize: Int64? = nil, endpoint: String? = nil,
-         log: @escaping @Sendable (String) -> Void = { _ in }) throws {
-        let gateway = try #require(gateway)
-        let name = "r" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        remote = RemoteConfiguration(url: "s3://\(name)/lib", endpoint: endpoint ?? gateway.endpoint, region: "us-east-1", profile: nil)
-        bucket = try S3Client(location: RemoteLocation(url: remote.url, endpoint: gateway.endpoint), credentials: gateway.credentials)
-        try bucket.createBucket()
-        var options = LibraryOptions(trashDays: trashDays)
-        options.cacheSize = cacheSize
-        options.log = log
-        store = try TestStore(options: options)
-        try store.library.setRemote(remote, everyAsset: false)
-        store.close()
-        try store.reopen()
-    }
-
-    func backend() throws -> S3ObjectBackend {
-        try S3ObjectBackend(location: RemoteLocation(url: remote.url, endpoint: remote.endpoint), credentials: gateway!.credentials)
-    }
-
-    func start() throws { store.library.startRemoteSync(try backend()) }
-
-    /// Uploads are eventual (SEMANTICS.md § Remote storage): polled, bounded.
-    func synced(timeout: Double = 30, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        eventually("every upload done", timeout: timeout, { try store.library.uploadsQueued() == 0 }, sourceLocation: sourceLocation)
-    }
-
-    func objects() throws -> [String: [UInt8]] {
-        var found: [String: [UInt8]] = [:]
-        for object in try bucket.list("objects/") { found[object.key] = try bucket.get(object.key) }
-        return found
-    }
-
-    func storage(_ id: NodeID) -> String? {
-        (try? store.library.extendedAttribute(id, Array("user.albumfs.storage".utf8))).map { String(decoding: $0, as: UTF8.self) }
-    }
-
-    static func key(_ bytes: [UInt8]) -> String {
-        S3ObjectBackend.key(of: FileDigest.sha256(of: bytes))
-    }
-}
-
 @Suite("Remote storage: originals uploaded to a real RADOS Gateway", .serialized,
        .enabled(if: gateway != nil, "needs RADOSGW_ENDPOINT and keys: scripts/test starts one"))
 struct RemoteSyncTests {
@@ -135,6 +67,10 @@ struct RemoteSyncTests {
         #expect(f.store.library.lastRemoteError?.contains("unreachable") == true)
         #expect(try f.store.library.uploadsQueued() == 1)
         #expect(f.storage(a) == "uploading")
+        // stats reads the failure, and how long the oldest upload waits, from the database alone.
+        let failing = try StoreStatistics.read(f.store.location)
+        #expect(failing.lastRemoteError?.contains("unreachable") == true && failing.lastRemoteErrorTime != nil)
+        #expect(failing.oldestUploadQueued.map { abs($0 - currentTime()) < 600_000_000_000 } == true)
         // Everything else goes on: a rename, a new file, a delete.
         try f.store.rename(TestStore.roll, "a.jpg", to: TestStore.roll, "b.jpg")
         try f.store.createFile(TestStore.roll, "c.jpg", contents: bytes("more"))
@@ -145,6 +81,8 @@ struct RemoteSyncTests {
                                                     credentials: gateway!.credentials))
         try f.synced()
         #expect(Set(try f.objects().values.map { String(decoding: $0, as: UTF8.self) }) == ["kept", "more"])
+        eventually("the failure cleared once a step worked") { try StoreStatistics.read(f.store.location).lastRemoteError == nil }
+        #expect(try StoreStatistics.read(f.store.location).oldestUploadQueued == nil)
         library.stopRemoteSync()
     }
 
@@ -170,6 +108,8 @@ struct RemoteSyncTests {
         let a = try library.attributes(of: ids["a"]!)
         #expect(a.size == 100 && a.isRemoteOnly, "stat of a remote-only original: its real size, no local blocks")
         #expect(library.content.size(of: ids["a"]!) == nil, "the evicted data is still on the local disk")
+        let stats = try StoreStatistics.read(f.store.location)
+        #expect(stats.remoteOnlyAssets == 2 && stats.remoteOnlyBytes == 200 && stats.localBytes == 100, "\(stats)")
         #expect(try f.store.read(ids["a"]!) == data["a"]!, "the fetched data is not the original")
         // Installed once every chunk came and was checked, after the read (eventual).
         eventually("the fetched original installed") { try library.attributes(of: ids["a"]!).isRemoteOnly == false }
@@ -242,8 +182,10 @@ private final class GatedBackend: ObjectBackend, @unchecked Sendable {
 
     func release() { gate.signal() }
 
-    func store(_ descriptor: Int32, length: Int64, sha256: String) throws { try inner.store(descriptor, length: length, sha256: sha256) }
+    func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String { try inner.store(descriptor, length: length, sha256: sha256) }
     func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
+    func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
+    func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
     func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] {
         fetched.withLock { $0.append(range) }
         if range.lowerBound >= openBelow {

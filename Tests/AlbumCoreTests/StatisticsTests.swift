@@ -16,7 +16,7 @@ struct StatisticsTests {
         try store.unlink(TestStore.roll, "gone.jpg")
         let s = try StoreStatistics.read(store.location)
         #expect(s == StoreStatistics(assets: 2, bytes: 8, albums: 2, deletedAssets: 1, deletedBytes: 7,
-                                     sideFiles: 1, unread: 2, schemaVersion: Schema.migrator.latestVersion),
+                                     sideFiles: 1, unread: 2, schemaVersion: Schema.migrator.latestVersion, localBytes: 15),
                 "no facts reader: both live assets are not read yet")
         #expect(!StoreLock.isHeld(store.location))
         let lock = try StoreLock(location: store.location)

@@ -82,7 +82,8 @@ def test_every_closed_photo_is_in_the_bucket_after_sync_wait(remote_mount, tmp_p
     assert {storage(m.roll / name) for name in photos} == {"both"}
     stats = json.loads(run([ALBUMFS, "stats", "--json", m.mp], text=True).stdout)
     assert stats["remote"].startswith(f"s3://{m.bucket}/lib")
-    assert stats["uploads_pending"] == {"assets": 0, "bytes": 0} and stats["objects"] == len(want)
+    assert stats["uploads_pending"] == {"assets": 0, "bytes": 0, "oldest_queued": None} and stats["objects"] == len(want)
+    assert stats["remote_only"] == {"assets": 0, "bytes": 0} and stats["last_remote_error"] is None
 
 
 def test_an_upload_cut_by_a_killed_daemon_is_done_at_the_next_mount(remote_mount):
@@ -200,3 +201,74 @@ def test_a_bounded_cache_evicts_what_the_bucket_holds_and_an_open_fetches_it(rem
     assert sha256(m.roll / pinned) == sha256(photos[pinned])
     m.unmount()
     run([ALBUMFS, "fsck", "--store", m.store])
+
+
+def test_fsck_remote_finds_an_overwritten_and_a_missing_object_and_repairs_from_local_copies(remote_mount, tmp_path):
+    """SEMANTICS.md § Remote storage, "Checking the bucket": `fsck --remote` is clean after
+    sync --wait; an object overwritten behind albumfs's back with as many bytes (s3cmd), and one
+    deleted, are reported with the photo's name (exit 1) and put back by --repair from the local
+    copies; an object no asset needs is listed and never deleted. Keys as the mount finds them."""
+    m = remote_mount
+    photos = {f"p{i}.jpg": payload(50_000, f"fsck{i}") for i in range(4)}
+    for name, data in photos.items():
+        write(m.roll / name, data)
+    sync(m)
+    m.unmount()
+    env = {**os.environ, **m.keys}
+
+    def fsck(*flags):
+        return subprocess.run([ALBUMFS, "fsck", "--remote", "--store", m.store, *flags], env=env,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    clean = fsck()
+    assert clean.returncode == 0 and "the bucket holds all 4 objects as recorded" in clean.stdout, clean
+    key = lambda name: f"objects/{sha256(photos[name])[:2]}/{sha256(photos[name])}"   # noqa: E731
+    lie = tmp_path / "lie"
+    lie.write_bytes(payload(50_000, "not the photo"))
+    m.gateway.s3cmd("put", str(lie), f"s3://{m.bucket}/lib/{key('p0.jpg')}")
+    m.gateway.s3cmd("del", f"s3://{m.bucket}/lib/{key('p1.jpg')}")
+    stranger = tmp_path / "stranger"
+    stranger.write_bytes(b"a photo of another library")
+    stranger_key = f"objects/{sha256(stranger.read_bytes())[:2]}/{sha256(stranger.read_bytes())}"
+    m.gateway.s3cmd("put", str(stranger), f"s3://{m.bucket}/lib/{stranger_key}")
+
+    found = fsck()
+    assert found.returncode == 1, found
+    lines = found.stdout.splitlines()
+    assert any("p0.jpg" in line and "overwritten" in line and "would upload it again" in line for line in lines), lines
+    assert any("p1.jpg" in line and "is missing" in line for line in lines), lines
+    assert any(sha256(stranger.read_bytes()) in line and "not repaired" in line for line in lines), lines
+    assert fetched(m, key("p0.jpg"), tmp_path) != photos["p0.jpg"], "fsck without --repair changed the bucket"
+
+    repaired = fsck("--repair")
+    assert repaired.returncode == 1 and "repaired: upload it again" in repaired.stdout, repaired
+    assert fetched(m, key("p0.jpg"), tmp_path) == photos["p0.jpg"]
+    assert fetched(m, key("p1.jpg"), tmp_path) == photos["p1.jpg"]
+    assert stranger_key in objects(m), "fsck deleted an object it does not know"
+    after = fsck()
+    assert after.returncode == 1 and len(after.stdout.splitlines()) == 2, after   # the stranger, and the total
+    m.gateway.s3cmd("del", f"s3://{m.bucket}/lib/{stranger_key}")
+    assert fsck().returncode == 0
+
+
+def test_unmount_with_uploads_waiting_says_so_and_they_resume_at_the_next_mount(remote_mount):
+    """SEMANTICS.md § Remote storage: `albumfs unmount` while uploads wait (radosgw stopped dead)
+    unmounts, says how many wait and that they resume (exit 0); the next mount uploads them."""
+    m = remote_mount
+    photos = {f"w{i}.jpg": payload(100_000, f"wait{i}") for i in range(3)}
+    rgw = m.gateway.pids["rgw.a"]
+    os.kill(rgw, signal.SIGSTOP)
+    try:
+        for name, data in photos.items():
+            write(m.roll / name, data)
+        m.expect_mounted = False
+        p = subprocess.run([ALBUMFS, "unmount", m.mp], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        assert p.returncode == 0, p
+        assert "3 uploads to the bucket waiting" in p.stderr and "resume at its next mount" in p.stderr, p.stderr
+        assert m.wait_exit(30)
+    finally:
+        os.kill(rgw, signal.SIGCONT)
+    m.start()
+    sync(m)
+    assert {f"objects/{sha256(d)[:2]}/{sha256(d)}" for d in photos.values()} <= set(objects(m))

@@ -17,11 +17,19 @@ public struct RemoteConfiguration: Sendable, Equatable {
 /// nothing of HTTP, and checks every byte that comes back itself.
 public protocol ObjectBackend: Sendable {
     /// Stores the `length` bytes of the file open at `descriptor` (read with
-    /// pread) as the object of content `sha256` (hex), unless it is there.
-    func store(_ descriptor: Int32, length: Int64, sha256: String) throws
+    /// pread) as the object of content `sha256` (hex), unless it is there
+    /// with that size. Returns the object's ETag.
+    func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String
     /// Removes the object of content `sha256` (none there: fine).
     func remove(sha256: String) throws
     /// Bytes `range` of the object of content `sha256`, as the bucket gives
     /// them (fewer when the object is shorter).
     func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8]
+    /// The size and ETag of the object of content `sha256` (the ETag changes
+    /// when the object is overwritten, even by bytes of the same size); nil:
+    /// there is none.
+    func head(sha256: String) throws -> (size: Int64, etag: String)?
+    /// Every object named by a content in the library's part of the bucket
+    /// (`albumfs fsck --remote`).
+    func objects() throws -> [(sha256: String, size: Int64, etag: String)]
 }

@@ -59,6 +59,8 @@ final class RemoteSync: Sendable {
     /// worker, not even while it waits).
     private func run(_ library: () -> Library?) {
         var pause = 1.0
+        // Whether the database may hold a failure for stats (an earlier mount's, at first).
+        var failureRecorded = true
         while !isStopped {
             guard let outcome = library().map({ library in
                 let outcome = step(library)
@@ -67,17 +69,27 @@ final class RemoteSync: Sendable {
                 return outcome
             }) else { return }
             switch outcome {
-            case .did:
-                pause = 1
+            case .did, .idle:
+                // Working again: the failure stats showed is over.
                 lastError.withLock { $0 = nil }
-            case .idle:
-                lastError.withLock { $0 = nil }
+                if failureRecorded {
+                    try? record(library()) { db in try db.setRemoteError(nil) }
+                    failureRecorded = false
+                }
+                if case .did = outcome {
+                    pause = 1
+                    continue
+                }
                 _ = wakeUp.wait(timeout: .now() + 30)
                 // One look answers every wake-up so far (an import signals once a file).
                 while wakeUp.wait(timeout: .now()) == .success {}
             case .failed(let why):
                 let first = lastError.withLock { last in defer { last = why }; return last != why }
-                if first { library()?.options.log("remote: \(why) (retrying, at most every \(Int(Self.longestPause)) s)") }
+                if first {
+                    library()?.options.log("remote: \(why) (retrying, at most every \(Int(Self.longestPause)) s)")
+                    try? record(library()) { db in try db.setRemoteError(why) }
+                    failureRecorded = true
+                }
                 _ = wakeUp.wait(timeout: .now() + pause)
                 pause = min(pause * 2, Self.longestPause)
             }
@@ -120,12 +132,12 @@ final class RemoteSync: Sendable {
         defer { close(descriptor) }
         guard let before = ContentStamp(descriptor: descriptor) else { return .failed("asset \(asset): cannot stat its data") }
         let digest = try ObjectDigest.of(descriptor, length: before.size)
-        try backend.store(descriptor, length: before.size, sha256: digest.sha256)
+        let etag = try backend.store(descriptor, length: before.size, sha256: digest.sha256)
         guard ContentStamp(descriptor: descriptor) == before else { return .failed("asset \(asset) changed while it was uploaded") }
         try record(library) { db in
             // Only what the row still says: a write since then queued it again.
             guard let row = try db.attributes(of: asset), row.size == before.size, try !db.isBeingWritten(asset) else { return }
-            try db.setRemoteObject(asset, digest, modified: before.modified)
+            try db.setRemoteObject(asset, digest, etag: etag, modified: before.modified)
             try db.uploadDone(asset, ticket: ticket)
         }
         return .did
@@ -133,8 +145,8 @@ final class RemoteSync: Sendable {
 
     /// Writes a step's result, unless the worker was stopped (the store may be
     /// released as soon as `stop` returns).
-    private func record(_ library: Library, _ body: (Database) throws -> Void) throws {
-        try library.write { db in
+    private func record(_ library: Library?, _ body: (Database) throws -> Void) throws {
+        try library?.write { db in
             guard !isStopped else { return }
             try body(db)
         }
