@@ -89,15 +89,34 @@ extension Database {
         if let previous, previous != digest.sha256 { try deleteObjectIfUnneeded(previous) }
     }
 
-    /// A purged asset: off the queue, and its object to the deletes unless
-    /// another asset has the same content.
+    // MARK: uploads under way
+
+    /// An upload of `asset` as object `sha256` may store it from now on.
+    func beginUpload(_ asset: NodeID, sha256: String) throws {
+        try statement("INSERT OR IGNORE INTO uploads_under_way(asset, sha256) VALUES (?1, ?2)").bind(.int(asset), .text(sha256)).run()
+    }
+
+    /// The uploads of `asset` are over (recorded, or given up): the objects
+    /// they may have stored that no asset needs are owed a delete.
+    func endUploads(of asset: NodeID) throws {
+        for sha256 in try statement("SELECT sha256 FROM uploads_under_way WHERE asset = ?1").bind(.int(asset)).all({ $0.text(0) }) {
+            try deleteObjectIfUnneeded(sha256)
+        }
+        try statement("DELETE FROM uploads_under_way WHERE asset = ?1").bind(.int(asset)).run()
+    }
+
+    /// A purged asset: off the queue, and its object (and what its uploads
+    /// under way may have stored) to the deletes unless another asset has
+    /// the same content.
     func forgetRemote(of asset: NodeID) throws {
         try statement("DELETE FROM upload_queue WHERE asset = ?1").bind(.int(asset)).run()
         try unmarkEvicted(asset)
         try setKeptLocal(asset, false)
-        guard let sha256 = try remoteObject(of: asset)?.digest.sha256 else { return }
-        try statement("DELETE FROM remote_objects WHERE asset = ?1").bind(.int(asset)).run()
-        try deleteObjectIfUnneeded(sha256)
+        if let sha256 = try remoteObject(of: asset)?.digest.sha256 {
+            try statement("DELETE FROM remote_objects WHERE asset = ?1").bind(.int(asset)).run()
+            try deleteObjectIfUnneeded(sha256)
+        }
+        try endUploads(of: asset)
     }
 
     private func deleteObjectIfUnneeded(_ sha256: String) throws {

@@ -261,7 +261,7 @@ enum Schema {
                 ALTER TABLE remote_objects ADD COLUMN chunk_sha256 BLOB;
                 """)
         },
-        .init("each object's ETag, when an upload was queued, the uploader's last error") { db in
+        .init("each object's ETag, when an upload was queued, the uploader's last error, uploads under way") { db in
             try db.execute("""
                 -- The ETag the bucket gave the object at upload: a HEAD that
                 -- answers another one finds it overwritten behind our back
@@ -277,6 +277,16 @@ enum Schema {
                     id INTEGER PRIMARY KEY CHECK (id = 1),
                     last_error TEXT,
                     error_at INTEGER
+                );
+                -- Uploads that may have stored an object not recorded yet: one
+                -- row an attempt, written before its PUT, gone with its record.
+                -- Whatever ends them otherwise (a purge, the data changed, a
+                -- crash and then a purge) owes their objects a delete unless an
+                -- asset needs them, so no object is left that nothing knows.
+                CREATE TABLE uploads_under_way(
+                    asset INTEGER NOT NULL,
+                    sha256 TEXT NOT NULL,
+                    PRIMARY KEY (asset, sha256)
                 );
                 """)
         },

@@ -58,6 +58,43 @@ struct RemoteSyncTests {
         f.store.library.stopRemoteSync()
     }
 
+    @Test("an object stored by an upload whose asset was purged before the upload was recorded is deleted, not left unknown")
+    func purgedDuringUpload() throws {
+        let f = try RemoteFixture(trashDays: 0)
+        let pause = PausedStore(try f.backend())
+        f.store.library.startRemoteSync(pause)
+        try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("purged while it went up"))
+        // A pause point in the uploader: the PUT is about to go.
+        #expect(pause.entered.wait(timeout: .now() + 30) == .success, "the upload never began")
+        try f.store.unlink(TestStore.roll, "a.jpg")   // trash_days=0: purged at once
+        pause.proceed.signal()
+        let key = RemoteFixture.key(bytes("purged while it went up"))
+        #expect(pause.stored.wait(timeout: .now() + 30) == .success)
+        eventually("the object nothing needs deleted") { try f.bucket.head(key) == nil }
+        #expect(try f.store.library.read { db in try db.scalarInt("SELECT count(*) FROM uploads_under_way") } == 0)
+        f.store.library.stopRemoteSync()
+    }
+
+    @Test("an upload stored but never recorded (the mount ended first, as a crash does) owes its object a delete when its asset is purged")
+    func storedThenStoppedThenPurged() throws {
+        let f = try RemoteFixture(trashDays: 0)
+        let pause = PausedStore(try f.backend())
+        f.store.library.startRemoteSync(pause)
+        try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("stored, never recorded"))
+        #expect(pause.entered.wait(timeout: .now() + 30) == .success, "the upload never began")
+        // The mount ends while the PUT is under way: its result is never recorded.
+        f.store.library.stopRemoteSync(timeout: 0.1)
+        pause.proceed.signal()
+        #expect(pause.stored.wait(timeout: .now() + 30) == .success)
+        let key = RemoteFixture.key(bytes("stored, never recorded"))
+        #expect(try f.bucket.head(key) != nil, "the PUT did not store the object")
+        let library = try f.store.reopen(options: LibraryOptions(trashDays: 0))
+        try f.store.unlink(TestStore.roll, "a.jpg")   // purged before any upload ran again
+        try f.start()
+        eventually("the object nothing needs deleted") { try f.bucket.head(key) == nil }
+        library.stopRemoteSync()
+    }
+
     @Test("an unreachable store keeps every upload queued (never dropped), and they go once it answers")
     func unreachable() throws {
         let f = try RemoteFixture(endpoint: "http://127.0.0.1:9")
@@ -168,6 +205,31 @@ struct RemoteSyncTests {
         #expect(f.storage(b) == "both", "a pinned original was evicted")
         library.stopRemoteSync()
     }
+}
+
+/// The bucket with a pause point before the first store: `entered` is
+/// signalled there, and the store goes on once the test signals `proceed`;
+/// `stored` once it is done.
+private final class PausedStore: ObjectBackend, @unchecked Sendable {
+    let inner: S3ObjectBackend
+    let entered = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0), stored = DispatchSemaphore(value: 0)
+    private let first = Mutex(true)
+
+    init(_ inner: S3ObjectBackend) { self.inner = inner }
+
+    func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String {
+        if first.withLock({ first in defer { first = false }; return first }) {
+            entered.signal()
+            _ = proceed.wait(timeout: .now() + 60)
+            defer { stored.signal() }
+            return try inner.store(descriptor, length: length, sha256: sha256)
+        }
+        return try inner.store(descriptor, length: length, sha256: sha256)
+    }
+    func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
+    func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] { try inner.fetch(sha256: sha256, range: range) }
+    func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
+    func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
 }
 
 /// The bucket behind a gate the test holds shut: fetches of bytes at or

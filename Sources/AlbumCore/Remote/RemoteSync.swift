@@ -132,13 +132,28 @@ final class RemoteSync: Sendable {
         defer { close(descriptor) }
         guard let before = ContentStamp(descriptor: descriptor) else { return .failed("asset \(asset): cannot stat its data") }
         let digest = try ObjectDigest.of(descriptor, length: before.size)
+        // Journaled before the PUT: whatever ends this upload but its record
+        // (a purge, a change, a crash and a purge) owes the object a delete.
+        var begun = false
+        try record(library) { db in
+            // Purged meanwhile (its purge took it off the queue, as below).
+            guard try db.kind(of: asset) != nil else { return try db.uploadDone(asset, ticket: ticket) }
+            try db.beginUpload(asset, sha256: digest.sha256)
+            begun = true
+        }
+        guard begun else { return .did }
         let etag = try backend.store(descriptor, length: before.size, sha256: digest.sha256)
-        guard ContentStamp(descriptor: descriptor) == before else { return .failed("asset \(asset) changed while it was uploaded") }
+        guard ContentStamp(descriptor: descriptor) == before else {
+            try record(library) { db in try db.endUploads(of: asset) }
+            return .failed("asset \(asset) changed while it was uploaded")
+        }
         try record(library) { db in
             // Only what the row still says: a write since then queued it again.
-            guard let row = try db.attributes(of: asset), row.size == before.size, try !db.isBeingWritten(asset) else { return }
-            try db.setRemoteObject(asset, digest, etag: etag, modified: before.modified)
-            try db.uploadDone(asset, ticket: ticket)
+            if let row = try db.attributes(of: asset), row.size == before.size, try !db.isBeingWritten(asset) {
+                try db.setRemoteObject(asset, digest, etag: etag, modified: before.modified)
+                try db.uploadDone(asset, ticket: ticket)
+            }
+            try db.endUploads(of: asset)
         }
         return .did
     }
