@@ -20,7 +20,11 @@ extension Library {
         if try isVirtualDirectory(id) { throw .notPermitted }
         let openFiles = self.openFiles
         let content = self.content
-        if changes.size != nil {
+        // A size change: not evicted between its fetch and its cut.
+        let cuts = changes.size != nil
+        if cuts { holdData(id) }
+        defer { if cuts { releaseData(id) } }
+        if cuts {
             waitForFreedData()
             try writeDataKeptInDatabase(id)
             try fetchIfEvicted(id)

@@ -33,6 +33,9 @@ extension Library {
         guard kind.hasData else { throw .isDirectory }
         if kind == .sideFile { try writeDataKeptInDatabase(id) }
         var arriving: (download: Download, descriptor: Int32?)?
+        // Not evicted from its fetch until it is registered as open.
+        holdData(id)
+        defer { releaseData(id) }
         if kind == .asset {
             if writable { try fetchIfEvicted(id) } else { arriving = try download(of: id, reading: true) }
             noteOpened(id)

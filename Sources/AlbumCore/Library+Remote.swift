@@ -120,6 +120,23 @@ extension Library {
         })
     }
 
+    /// Keeps the cache bound off `id` from an open's or a truncate's fetch
+    /// until its file is registered (then `OpenFiles` keeps it) or its data
+    /// cut: an eviction between the two would take the data from under a
+    /// writer (its writes to the unlinked file lost, its truncate cutting
+    /// the data fetched anew). Balanced by `releaseData`.
+    func holdData(_ id: NodeID) {
+        guard remote != nil else { return }
+        dataHeld.withLock { $0[id, default: 0] += 1 }
+    }
+
+    func releaseData(_ id: NodeID) {
+        guard remote != nil else { return }
+        dataHeld.withLock { held in
+            if let count = held[id], count > 1 { held[id] = count - 1 } else { held[id] = nil }
+        }
+    }
+
     /// Brings an evicted asset's data back from the bucket, every chunk of it
     /// checked, before it is opened for writing or its size changed (the
     /// content directory stays the one place data is written).
@@ -154,7 +171,7 @@ extension Library {
         let (content, openFiles) = (self.content, self.openFiles)
         var setAside = false
         let done = try write({ db -> Bool in
-            guard !openFiles.isOpen(id), try !db.isBeingWritten(id), try !db.isQueuedForUpload(id),
+            guard !openFiles.isOpen(id), !dataHeld.withLock({ $0[id] != nil }), try !db.isBeingWritten(id), try !db.isQueuedForUpload(id),
                   try !db.isKeptLocal(id), try !db.isEvicted(id),
                   let row = try db.attributes(of: id), let object = try db.remoteObject(of: id),
                   object.digest.size == row.size, object.modified == row.modificationTime else { return false }

@@ -26,7 +26,11 @@ extension Library {
         }
         // rsync's `.x.TMP` → `x`: its last writer closed it while it was a
         // side file (which has no facts), so it is read now.
-        if let becameAsset { indexer?.enqueue(becameAsset, of: self) }
+        // It was queued for upload too.
+        if let becameAsset {
+            indexer?.enqueue(becameAsset, of: self)
+            wakeRemoteSync()
+        }
         return changes
     }
 }
@@ -104,6 +108,8 @@ extension Mutation {
         // It becomes an asset: first as if it had been created where it is,
         // under its new name, then the rename runs as for any asset.
         try db.setKind(file, .asset)
+        // Side files are not uploaded; the asset it now is, is (SEMANTICS.md § Remote storage).
+        try db.queueUpload(file)
         var sourceName = oldName
         if oldParent == roll {
             sourceName = try db.freeName(in: roll, for: newName)

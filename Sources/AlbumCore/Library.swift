@@ -51,6 +51,10 @@ public final class Library: Sendable {
     /// Evicted assets whose data is coming back from the bucket now
     /// (`user.albumfs.storage`: downloading). Changed under the database lock.
     let downloads = BlockingLock<[NodeID: Download]>([:])
+    /// Assets an open or a truncate is bringing in or about to use (from
+    /// before its fetch to its registration or its cut): never evicted then
+    /// (counts; `holdData`). Only with a remote.
+    let dataHeld = Mutex<[NodeID: Int]>([:])
     /// When each asset was last opened this mount (a counter): eviction's order.
     let lastOpened = Mutex<(clock: UInt64, order: [NodeID: UInt64])>((0, [:]))
     /// The largest file the content directory's filesystem holds: a bigger

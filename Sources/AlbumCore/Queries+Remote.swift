@@ -173,7 +173,7 @@ extension Database {
     func evictionCandidates(limit: Int) throws -> [(asset: NodeID, size: Int64)] {
         try statement("""
             SELECT n.id, n.size FROM nodes n JOIN remote_objects o ON o.asset = n.id
-            WHERE n.kind = \(NodeKind.asset.rawValue) AND o.size = n.size AND o.data_mtime = n.mtime
+            WHERE n.kind = \(NodeKind.asset.rawValue) AND n.size > 0 AND o.size = n.size AND o.data_mtime = n.mtime
             AND NOT EXISTS (SELECT 1 FROM evicted v WHERE v.asset = n.id)
             AND NOT EXISTS (SELECT 1 FROM upload_queue q WHERE q.asset = n.id)
             AND NOT EXISTS (SELECT 1 FROM unfinished_writes u WHERE u.id = n.id)

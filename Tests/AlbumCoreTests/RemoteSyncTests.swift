@@ -95,6 +95,77 @@ struct RemoteSyncTests {
         library.stopRemoteSync()
     }
 
+    @Test("an empty original evicted by hand reads back empty (no chunk to fetch); the cache bound never evicts one")
+    func emptyOriginal() throws {
+        let f = try RemoteFixture(cacheSize: 0)
+        let empty = try f.store.createFile(TestStore.roll, "empty.jpg", contents: [])
+        let full = try f.store.createFile(TestStore.roll, "full.jpg", contents: bytes("not empty"))
+        try f.start()
+        try f.synced()
+        eventually("the non-empty one evicted") { f.storage(full) == "remote" }
+        #expect(f.storage(empty) == "both", "an empty original was evicted: nothing to gain")
+        f.store.library.stopRemoteSync()
+        #expect(try f.store.library.evict(empty))
+        try f.start()
+        #expect(try f.store.read(empty) == [])
+        #expect(try f.store.read(full) == bytes("not empty"))
+        f.store.library.stopRemoteSync()
+    }
+
+    @Test("a side file renamed into a photo (rsync's and editors' .x.tmp -> x.jpg) is uploaded as the asset it became")
+    func sideFileBecomesAsset() throws {
+        let f = try RemoteFixture()
+        try f.start()
+        let album = try f.store.makeAlbum("Trip")
+        let temporary = try f.store.createFile(album, ".x.jpg.1234.tmp", contents: bytes("saved by an editor"))
+        try f.synced()
+        #expect(try f.store.library.attributes(of: temporary).kind == .sideFile)
+        #expect(try f.bucket.head(RemoteFixture.key(bytes("saved by an editor"))) == nil, "a side file was uploaded")
+        try f.store.rename(album, ".x.jpg.1234.tmp", to: album, "x.jpg")
+        try f.synced()
+        #expect(f.storage(temporary) == "both", "\(String(describing: f.store.library.lastRemoteError))")
+        #expect(try f.bucket.get(RemoteFixture.key(bytes("saved by an editor"))) == bytes("saved by an editor"))
+        f.store.library.stopRemoteSync()
+    }
+
+    @Test("an asset whose local data is missing is taken off the queue, said once, and holds up no upload behind it")
+    func missingDataDoesNotBlockTheQueue() throws {
+        let f = try RemoteFixture()
+        let lost = try f.store.createFile(TestStore.roll, "lost.jpg", contents: bytes("lost"))
+        try f.store.createFile(TestStore.roll, "after.jpg", contents: bytes("after"))
+        #expect(unlink(f.store.library.content.path(of: lost)) == 0)
+        try f.start()
+        try f.synced()
+        #expect(try f.bucket.get(RemoteFixture.key(bytes("after"))) == bytes("after"))
+        f.store.library.stopRemoteSync()
+    }
+
+    @Test("the cache bound never evicts an asset between an open's fetch and its registration, nor a truncate's fetch and its cut")
+    func noEvictionDuringOpen() throws {
+        let f = try RemoteFixture()
+        let id = try f.store.createFile(TestStore.roll, "x.jpg", contents: bytes("being overwritten"))
+        try f.start()
+        try f.synced()
+        f.store.library.stopRemoteSync()
+        let library = f.store.library
+        // The pause point between the open's fetch (and content open) and its registration.
+        let evicted = Mutex<[Bool]>([])
+        library.pausePoints.install { point throws(LibraryError) in
+            guard point == .openBeforeRegister else { return }
+            let done = try library.evict(id)
+            evicted.withLock { $0.append(done) }
+        }
+        let file = try library.open(id, writable: true, truncate: true)
+        library.pausePoints.install(nil)
+        #expect(evicted.withLock { $0 } == [false], "the asset was evicted from under an open for writing")
+        let version = bytes("the new version")
+        _ = try version.withUnsafeBytes { raw in try library.write(file, from: raw.baseAddress!, count: raw.count, at: 0) }
+        try library.flush(file)
+        try library.release(file)
+        #expect(try f.store.read(id) == bytes("the new version"))
+        #expect(library.dataHeld.withLock { $0.isEmpty }, "a hold was not released")
+    }
+
     @Test("an unreachable store keeps every upload queued (never dropped), and they go once it answers")
     func unreachable() throws {
         let f = try RemoteFixture(endpoint: "http://127.0.0.1:9")

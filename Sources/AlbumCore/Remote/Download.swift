@@ -131,7 +131,7 @@ final class Download: Sendable {
 
     private func fetchAll(_ backend: any ObjectBackend, isStopped: () -> Bool,
                           finish: (Download) throws(LibraryError) -> Void) -> Outcome {
-        let checkedWhole = digest.digest(ofChunk: 0) == nil && digest.chunkCount > 0
+        let checkedWhole = digest.chunkCount > 0 && digest.digest(ofChunk: 0) == nil
         let whole = SHA256()
         do {
             while let index = state.withLock({ $0.takeNext(inOrderOnly: checkedWhole) }) {

@@ -29,7 +29,7 @@ struct ObjectDigest: Equatable, Sendable {
 
     /// Chunk `index`'s SHA-256, if recorded.
     func digest(ofChunk index: Int) -> ArraySlice<UInt8>? {
-        guard let chunks, chunks.count == chunkCount * 32 else { return nil }
+        guard index < chunkCount, let chunks, chunks.count == chunkCount * 32 else { return nil }
         return chunks[(index * 32)..<(index * 32 + 32)]
     }
 

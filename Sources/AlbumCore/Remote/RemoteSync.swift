@@ -125,9 +125,14 @@ final class RemoteSync: Sendable {
 
     private func upload(_ asset: NodeID, ticket: Int64, _ library: Library) throws -> Outcome {
         guard let descriptor = try? library.content.open(asset, writable: false) else {
-            // Gone (purged: its purge took it off the queue), or no data.
-            try record(library) { db in if try db.kind(of: asset) == nil { try db.uploadDone(asset, ticket: ticket) } }
-            return .did
+            // Gone (purged meanwhile), or its data is missing (fsck names it):
+            // nothing to upload, and it must not hold up the queue behind it.
+            var missing = false
+            try record(library) { db in
+                missing = try db.kind(of: asset) != nil
+                try db.uploadDone(asset, ticket: ticket)
+            }
+            return missing ? .failed("asset \(asset) has no local data to upload (albumfs fsck names it); taken off the queue") : .did
         }
         defer { close(descriptor) }
         guard let before = ContentStamp(descriptor: descriptor) else { return .failed("asset \(asset): cannot stat its data") }
