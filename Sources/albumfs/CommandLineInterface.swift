@@ -21,6 +21,9 @@ enum CommandLineInterface {
             try MountCommand(parsing: a, storeAsArgument: false).run()
         },
         Command(name: "init", usage: "init [--remote s3://BUCKET/PREFIX --endpoint URL [--region R] [--profile P]] [DIR]") { a throws(CommandFailure) in try InitCommand(parsing: a).run() },
+        Command(name: "remote", usage: "remote attach s3://BUCKET/PREFIX --endpoint URL [--region R] [--profile P] [--store DIR] [--no-upload]") { a throws(CommandFailure) in
+            try RemoteAttachCommand(parsing: a).run()
+        },
         Command(name: "fsck", usage: "fsck [--store DIR] [--repair] [--verify] [--remote]") { a throws(CommandFailure) in try FsckCommand(parsing: a).run() },
         Command(name: "dedupe", usage: "dedupe [--dry-run] [--store DIR | MOUNTPOINT]") { a throws(CommandFailure) in try DedupeCommand(parsing: a).run() },
         Command(name: "index", usage: "index --wait [--timeout SECONDS] MOUNTPOINT") { a throws(CommandFailure) in

@@ -15,37 +15,19 @@ struct InitCommand {
 
     init(parsing arguments: [String]) throws(CommandFailure) {
         var reader = ArgumentReader(arguments)
-        var url: String?, endpoint: String?, region = "us-east-1", profile: String?
+        var options = RemoteArguments()
         while let argument = reader.next() {
-            switch argument {
-            case _ where argument.hasPrefix("--remote"): url = try reader.value(of: "--remote", in: argument)
-            case _ where argument.hasPrefix("--endpoint"): endpoint = try reader.value(of: "--endpoint", in: argument)
-            case _ where argument.hasPrefix("--region"): region = try reader.value(of: "--region", in: argument)
-            case _ where argument.hasPrefix("--profile"): profile = try reader.value(of: "--profile", in: argument)
-            case _ where argument.hasPrefix("-"): throw .usage("unknown init argument \(argument)")
-            default:
-                guard store == nil else { throw .usage("expected at most one DIR") }
-                store = argument
-            }
+            if try options.take(argument, from: &reader) { continue }
+            guard !argument.hasPrefix("-") else { throw .usage("unknown init argument \(argument)") }
+            guard store == nil else { throw .usage("expected at most one DIR") }
+            store = argument
         }
-        switch (url, endpoint) {
-        case (nil, nil): break
-        case (let url?, let endpoint?): remote = RemoteConfiguration(url: url, endpoint: endpoint, region: region, profile: profile)
-        default: throw .usage("--remote and --endpoint go together")
-        }
+        remote = try options.configuration()
     }
 
     func run() throws(CommandFailure) -> Int32 {
         let location = try storeLocation(store)
-        if let remote {
-            do {
-                try RemoteConnection.backend(for: remote).createBucket()
-            } catch let failure as CommandFailure {
-                throw failure
-            } catch {
-                throw CommandFailure(.unusableStore, "cannot use the remote \(remote.url) at \(remote.endpoint): \(error)")
-            }
-        }
+        if let remote { try RemoteArguments.makeBucket(remote) }
         let existed = location.holdsStore
         do throws(LibraryError) {
             if !existed { try location.createDirectory() }

@@ -272,3 +272,29 @@ def test_unmount_with_uploads_waiting_says_so_and_they_resume_at_the_next_mount(
     m.start()
     sync(m)
     assert {f"objects/{sha256(d)[:2]}/{sha256(d)}" for d in photos.values()} <= set(objects(m))
+
+
+def test_remote_attach_uploads_an_existing_library_and_refuses_a_mounted_one(gateway, mount_factory, tmp_path):
+    """SEMANTICS.md § Remote storage: `albumfs remote attach` gives a library that had no remote
+    one and uploads every original before it returns (a progress line on a terminal); refused
+    while the store is mounted, with nothing changed; a second attach to the same bucket finds
+    nothing to do. The objects are read back with s3cmd."""
+    m = mount_factory("plain")
+    photos = {f"a{i}.jpg": payload(70_000, f"attach{i}") for i in range(6)}
+    for name, data in photos.items():
+        write(m.roll / name, data)
+    keys = {"AWS_ACCESS_KEY_ID": gateway.access_key, "AWS_SECRET_ACCESS_KEY": gateway.secret_key}
+    env = {**os.environ, **keys}
+    attach = [ALBUMFS, "remote", "attach", "s3://attached/lib", "--endpoint", gateway.endpoint, "--store", m.store]
+    refused = subprocess.run(attach, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 3 and "mounted" in refused.stderr, refused
+    m.unmount()
+    stats = json.loads(run([ALBUMFS, "stats", "--json", "--store", m.store], text=True).stdout)
+    assert stats["remote"] is None, "a refused attach changed the store"
+    done = subprocess.run(attach, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and "every original is in s3://attached/lib (6 uploaded)" in done.stdout, done
+    listing = gateway.s3cmd("ls", "-r", "s3://attached/lib/objects/").stdout
+    assert {line.split()[-1].rsplit("/", 1)[1] for line in listing.splitlines() if "s3://" in line} == \
+        {sha256(d) for d in photos.values()}
+    again = subprocess.run(attach, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert again.returncode == 0 and "(0 uploaded)" in again.stdout, again
