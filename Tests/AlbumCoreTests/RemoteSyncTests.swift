@@ -195,6 +195,24 @@ struct RemoteSyncTests {
     }
 
 
+    @Test("files closed while the store fails do not cut the uploader's pause short: no burst of retries, so no minute-long pause once it answers")
+    func backoffIgnoresNewWork() throws {
+        let f = try RemoteFixture()
+        let refusing = RefusingStore()
+        f.store.library.startRemoteSync(refusing)
+        defer { f.store.library.stopRemoteSync() }
+        try f.store.createFile(TestStore.roll, "first.jpg", contents: bytes("first"))
+        // Pause point: the first PUT waits until 30 more files (30 wake-ups) are queued.
+        #expect(refusing.entered.wait(timeout: .now() + 30) == .success)
+        for i in 0..<30 { try f.store.createFile(TestStore.roll, "n\(i).jpg", contents: bytes("new \(i)")) }
+        refusing.proceed.signal()
+        eventually("the first attempt failing") { f.store.library.lastRemoteError != nil }
+        // The next attempt is a second after the first failure (then 2, 4, ... s): within
+        // half a second there is no other, however many files were closed.
+        usleep(500_000)
+        #expect(refusing.attempts.withLock { $0 } <= 2, "the uploader retried once per file closed while the store failed")
+    }
+
     @Test("with a cache bound, uploaded originals are evicted least recently opened first; stat keeps the size; an open fetches the data back")
     func evictionAndFetch() throws {
         let f = try RemoteFixture()
@@ -301,6 +319,25 @@ private final class PausedStore: ObjectBackend, @unchecked Sendable {
     func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] { try inner.fetch(sha256: sha256, range: range) }
     func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
     func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
+}
+
+/// A store that refuses every upload (as an unreachable one does), counting
+/// the attempts; a pause point before the first: `entered`, then `proceed`.
+private final class RefusingStore: ObjectBackend, @unchecked Sendable {
+    let entered = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+    let attempts = Mutex(0)
+
+    func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String {
+        if attempts.withLock({ count in count += 1; return count }) == 1 {
+            entered.signal()
+            _ = proceed.wait(timeout: .now() + 60)
+        }
+        throw ObjectStoreError.unreachable("refused by the test")
+    }
+    func remove(sha256: String) throws { throw ObjectStoreError.unreachable("refused by the test") }
+    func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] { throw ObjectStoreError.unreachable("refused by the test") }
+    func head(sha256: String) throws -> (size: Int64, etag: String)? { throw ObjectStoreError.unreachable("refused by the test") }
+    func objects() throws -> [(sha256: String, size: Int64, etag: String)] { throw ObjectStoreError.unreachable("refused by the test") }
 }
 
 /// The bucket behind a gate the test holds shut: fetches of bytes at or

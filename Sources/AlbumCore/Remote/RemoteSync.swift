@@ -15,8 +15,8 @@ import Synchronization
 /// needs it, and one that becomes needed again leaves the deletes first.
 ///
 /// A failure (unreachable, refused, the data changed while it was read) is
-/// retried after a pause that doubles up to a minute, for as long as it
-/// takes; nothing is dropped.
+/// retried after a pause that doubles up to a minute (work queued meanwhile
+/// does not cut it short), for as long as it takes; nothing is dropped.
 final class RemoteSync: Sendable {
     let backend: any ObjectBackend
     private let wakeUp = DispatchSemaphore(value: 0)
@@ -90,7 +90,11 @@ final class RemoteSync: Sendable {
                     try? record(library()) { db in try db.setRemoteError(why) }
                     failureRecorded = true
                 }
-                _ = wakeUp.wait(timeout: .now() + pause)
+                // The whole pause, whatever is queued meanwhile: an import
+                // wakes the worker once a file, and each wake-up taken as a
+                // retry would spend the backoff in a burst of failures.
+                let until = DispatchTime.now() + pause
+                while !isStopped, wakeUp.wait(timeout: until) == .success {}
                 pause = min(pause * 2, Self.longestPause)
             }
         }
