@@ -38,6 +38,16 @@ let package = Package(
             providers: [.apt(["libheif-dev"])]
         ),
         .systemLibrary(
+            name: "CTurboJPEG",
+            pkgConfig: "libturbojpeg",
+            providers: [.apt(["libturbojpeg0-dev"])]
+        ),
+        .systemLibrary(
+            name: "CPNG",
+            pkgConfig: "libpng16",
+            providers: [.apt(["libpng-dev"])]
+        ),
+        .systemLibrary(
             name: "CCurl",
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
@@ -51,7 +61,7 @@ let package = Package(
         // size, place, Live Photo id. Pure: no store, no FUSE.
         // SHA-256 and HMAC over libcrypto, for AlbumMedia and ObjectStore alike.
         .target(name: "Digests", dependencies: ["CCrypto"]),
-        .target(name: "AlbumMedia", dependencies: ["CMagic", "CExif", "CHeif", "Digests"]),
+        .target(name: "AlbumMedia", dependencies: ["CMagic", "CExif", "CHeif", "CTurboJPEG", "CPNG", "Digests"]),
         // A developer's tool over AlbumMedia: facts as JSON, a benchmark, the fuzz loop.
         .executableTarget(name: "mediaprobe", dependencies: ["AlbumMedia"]),
         // An S3 client (SigV4 signing, libcurl): the object store originals live in. No store, no FUSE.

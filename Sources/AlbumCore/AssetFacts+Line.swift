@@ -1,24 +1,27 @@
 /// An asset's facts as one line of text: how the facts worker (`albumfs
-/// read-facts`, a process of its own) answers the daemon. Eleven fields,
+/// read-facts`, a process of its own) answers the daemon. Twelve fields,
 /// tab-separated, each escaped so that it holds no tab, line feed or carriage
-/// return (`%09`, `%0A`, `%0D`, and `%25` for `%`).
+/// return (`%09`, `%0A`, `%0D`, and `%25` for `%`); the last is the
+/// thumbnail's PNG in hex (empty: none).
 extension AssetFacts {
     public var line: String {
         let fields: [String?] = [sha256, type, kind.rawValue, captured, width.map(String.init),
                                  height.map(String.init), duration.map { String($0) }, location,
                                  contentIdentifier, isScreenshot ? "1" : "0", isRaw ? "1" : "0"]
-        return fields.map { FactsLine.escape($0 ?? "") }.joined(separator: "\t")
+        return fields.map { FactsLine.escape($0 ?? "") }.joined(separator: "\t") + "\t" + FactsLine.hex(thumbnail ?? [])
     }
 
     /// The facts a `line` says; nil if it is not one.
     public init?(line: String) {
-        let fields = line.utf8.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false).map(FactsLine.unescape)
-        guard fields.count == 11, fields[0].utf8.count == 64 else { return nil }
+        let raw = line.utf8.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false)
+        guard raw.count == 12, let thumbnail = FactsLine.bytes(hex: raw[11]) else { return nil }
+        let fields = raw.prefix(11).map(FactsLine.unescape)
+        guard fields[0].utf8.count == 64 else { return nil }
         func optional(_ i: Int) -> String? { fields[i].isEmpty ? nil : fields[i] }
         self.init(sha256: fields[0], type: optional(1), kind: Kind(rawValue: fields[2]) ?? .other,
                   captured: optional(3), width: optional(4).flatMap { Int($0) }, height: optional(5).flatMap { Int($0) },
                   duration: optional(6).flatMap { Double($0) }, location: optional(7), contentIdentifier: optional(8),
-                  isScreenshot: fields[9] == "1", isRaw: fields[10] == "1")
+                  isScreenshot: fields[9] == "1", isRaw: fields[10] == "1", thumbnail: thumbnail.isEmpty ? nil : thumbnail)
     }
 }
 
@@ -30,6 +33,43 @@ enum FactsLine {
         (UInt8(ascii: "%"), (UInt8(ascii: "2"), UInt8(ascii: "5"))), (UInt8(ascii: "\t"), (UInt8(ascii: "0"), UInt8(ascii: "9"))),
         (UInt8(ascii: "\n"), (UInt8(ascii: "0"), UInt8(ascii: "A"))), (UInt8(ascii: "\r"), (UInt8(ascii: "0"), UInt8(ascii: "D"))),
     ]
+
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        var text = [UInt8]()
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The bytes of lowercase hex text; nil if it is not that.
+    static func bytes(hex text: Substring.UTF8View) -> [UInt8]? {
+        guard text.count % 2 == 0 else { return nil }
+        func value(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+        }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(text.count / 2)
+        var high: UInt8?
+        for c in text {
+            guard let v = value(c) else { return nil }
+            if let h = high {
+                bytes.append(h << 4 | v)
+                high = nil
+            } else {
+                high = v
+            }
+        }
+        return bytes
+    }
 
     static func escape(_ field: String) -> String {
         var bytes: [UInt8] = []

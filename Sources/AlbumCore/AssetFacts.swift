@@ -23,13 +23,16 @@ public struct AssetFacts: Sendable, Equatable {
     public var isScreenshot: Bool
     /// A camera raw file.
     public var isRaw: Bool
+    /// A PNG of the photo (SEMANTICS.md § Thumbnails), kept in its own table, not among the facts.
+    public var thumbnail: [UInt8]?
 
     public init(sha256: String, type: String? = nil, kind: Kind = .other, captured: String? = nil,
                 width: Int? = nil, height: Int? = nil, duration: Double? = nil, location: String? = nil,
-                contentIdentifier: String? = nil, isScreenshot: Bool = false, isRaw: Bool = false) {
+                contentIdentifier: String? = nil, isScreenshot: Bool = false, isRaw: Bool = false, thumbnail: [UInt8]? = nil) {
         self.sha256 = sha256; self.type = type; self.kind = kind; self.captured = captured
         self.width = width; self.height = height; self.duration = duration; self.location = location
         self.contentIdentifier = contentIdentifier; self.isScreenshot = isScreenshot; self.isRaw = isRaw
+        self.thumbnail = thumbnail
     }
 
     /// The `YYYY-MM` of the capture date as written in the file (the

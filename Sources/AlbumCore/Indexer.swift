@@ -152,6 +152,7 @@ final class Indexer: Sendable {
                     for entry in try ComputedViews.names(of: r.id, rollName: rollName, db) { changes.entry(entry.directory, entry.name) }
                 }
                 try db.setFacts(r.id, r.facts, month: r.month, screenshot: r.screenshot, stamp: r.stamp)
+                try db.setThumbnail(r.id, r.facts.thumbnail)
             }
             return changes
         }

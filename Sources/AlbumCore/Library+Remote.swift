@@ -146,14 +146,16 @@ extension Library {
 
     /// Evicts originals the bucket holds, least recently opened first, until
     /// the local ones fit in `options.cacheSize` (none open, being written,
-    /// queued, pinned or a favorite: `evictionCandidates`). Returns how many.
+    /// queued, pinned or a favorite, nor one whose facts and thumbnail are
+    /// still to be read: `evictionCandidates`). Returns how many.
     @discardableResult
     func evictOverCacheSize() throws(LibraryError) -> Int {
         guard let limit = options.cacheSize, remote != nil, !isReadOnly else { return 0 }
         var local = try read { db in try db.localAssetBytes() }
         guard local > limit else { return 0 }
         let opened = lastOpened.withLock { $0.order }
-        let candidates = try read { db in try db.evictionCandidates(limit: 10_000) }
+        let afterFacts = indexer != nil
+        let candidates = try read { db in try db.evictionCandidates(limit: 10_000, afterFacts: afterFacts) }
             .sorted { (opened[$0.asset] ?? 0, $0.asset) < (opened[$1.asset] ?? 0, $1.asset) }
         var evicted = 0
         for candidate in candidates where local > limit {

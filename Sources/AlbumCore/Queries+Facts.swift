@@ -30,6 +30,19 @@ extension Database {
                       .int(stamp.size), .int(stamp.modified)).run()
     }
 
+    /// The thumbnail made with the facts just set, or none (SEMANTICS.md § Thumbnails).
+    func setThumbnail(_ asset: NodeID, _ png: [UInt8]?) throws {
+        if let png {
+            try statement("INSERT OR REPLACE INTO thumbnails(asset, png) VALUES (?1, ?2)").bind(.int(asset), .blob(png)).run()
+        } else {
+            try statement("DELETE FROM thumbnails WHERE asset = ?1").bind(.int(asset)).run()
+        }
+    }
+
+    func thumbnail(of asset: NodeID) throws -> [UInt8]? {
+        try statement("SELECT png FROM thumbnails WHERE asset = ?1").bind(.int(asset)).first { $0.blob(0) }
+    }
+
     /// Where the views show an asset, if its facts were read: one row.
     func viewPlacement(of asset: NodeID) throws -> ViewPlacement? {
         try statement("SELECT month, sha256 FROM asset_facts WHERE asset = ?1")

@@ -169,8 +169,10 @@ extension Database {
     /// Assets that may be evicted, oldest import first: the bucket holds
     /// exactly their data (its size and mtime as recorded), they are not
     /// queued, not being written, not pinned and not favorites (Favorites
-    /// stay local, as Photos keeps what you look at most).
-    func evictionCandidates(limit: Int) throws -> [(asset: NodeID, size: Int64)] {
+    /// stay local, as Photos keeps what you look at most). `afterFacts`: only
+    /// those whose facts are read, so that the thumbnail made with them never
+    /// costs a download (SEMANTICS.md § Thumbnails).
+    func evictionCandidates(limit: Int, afterFacts: Bool) throws -> [(asset: NodeID, size: Int64)] {
         try statement("""
             SELECT n.id, n.size FROM nodes n JOIN remote_objects o ON o.asset = n.id
             WHERE n.kind = \(NodeKind.asset.rawValue) AND n.size > 0 AND o.size = n.size AND o.data_mtime = n.mtime
@@ -179,8 +181,9 @@ extension Database {
             AND NOT EXISTS (SELECT 1 FROM unfinished_writes u WHERE u.id = n.id)
             AND NOT EXISTS (SELECT 1 FROM kept_local k WHERE k.asset = n.id)
             AND NOT EXISTS (SELECT 1 FROM favorites f WHERE f.asset = n.id)
+            AND (?2 = 0 OR EXISTS (SELECT 1 FROM asset_facts a WHERE a.asset = n.id))
             ORDER BY n.imported, n.id LIMIT ?1
-            """).bind(.int(Int64(limit))).all { (NodeID(bitPattern: $0.int64(0)), $0.int64(1)) }
+            """).bind(.int(Int64(limit)), .int(afterFacts ? 1 : 0)).all { (NodeID(bitPattern: $0.int64(0)), $0.int64(1)) }
     }
 
     func isKeptLocal(_ asset: NodeID) throws -> Bool {

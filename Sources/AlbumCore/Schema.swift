@@ -290,6 +290,17 @@ enum Schema {
                 );
                 """)
         },
+        .init("a thumbnail of each photo, made with its facts") { db in
+            try db.execute("""
+                -- A PNG of at most 256 pixels a side (SEMANTICS.md § Thumbnails),
+                -- made by the facts worker from the content its facts row was
+                -- read from: it goes with that row (facts read again, a purge).
+                CREATE TABLE thumbnails(
+                    asset INTEGER PRIMARY KEY REFERENCES asset_facts(asset) ON DELETE CASCADE,
+                    png BLOB NOT NULL
+                );
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

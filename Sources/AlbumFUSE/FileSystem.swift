@@ -50,6 +50,8 @@ final class FileSystem: Sendable {
     let viewListings = ViewListings()
     let channel: DeviceChannel
     let passthrough: Passthrough
+    /// Puts thumbnails where file managers look, as listings go out (nil: `-o nothumbnails`).
+    let thumbnails: FileManagerThumbnails?
     /// Reported as st_blksize, which cp, cat and rsync size their buffers
     /// by. When file data passes through the daemon: large, so that `cp`
     /// writes in 1 MiB requests, not 128 KiB ones. With passthrough the data
@@ -60,8 +62,10 @@ final class FileSystem: Sendable {
     /// once per mount (see Passthrough.isActive), so this never changes.
     var preferredBlockSize: Int { passthrough.isActive ? 4096 : 1 << 20 }
 
-    init(library: Library, timeouts: CacheTimeouts, invalidator: Invalidator, channel: DeviceChannel) {
+    init(library: Library, timeouts: CacheTimeouts, invalidator: Invalidator, channel: DeviceChannel,
+         thumbnails: FileManagerThumbnails? = nil) {
         self.library = library
+        self.thumbnails = thumbnails
         self.timeouts = timeouts
         self.invalidator = invalidator
         self.channel = channel

@@ -14,6 +14,8 @@ public struct MountConfiguration: Sendable {
     public var timeouts = CacheTimeouts()
     /// Ask the kernel for FUSE passthrough (see Passthrough.swift).
     public var passthrough = true
+    /// The freedesktop thumbnail cache listings put thumbnails in (nil: none; FileManagerThumbnails).
+    public var thumbnailCache: String?
 
     public init(store: StoreLocation, mountPoint: String) {
         self.store = store
@@ -60,7 +62,9 @@ public final class MountSession {
         let channel = DeviceChannel(wantsPassthrough: configuration.passthrough)
         let fileSystem = Unmanaged.passRetained(
             FileSystem(library: library, timeouts: configuration.timeouts, invalidator: invalidator,
-                       channel: channel))
+                       channel: channel, thumbnails: configuration.thumbnailCache.map {
+                           FileManagerThumbnails(library: library, mountPoint: resolved(configuration.mountPoint), cache: $0)
+                       }))
         var ops = Operations.table()
         guard let session = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size,
                                              fileSystem.toOpaque()) else {
@@ -131,4 +135,11 @@ private func escapeOption(_ option: String) -> String {
         escaped.append(character)
     }
     return escaped
+}
+
+/// `path` with its symlinks resolved (as a file manager reaches the mount); as it is if it cannot be.
+private func resolved(_ path: String) -> String {
+    guard let real = realpath(path, nil) else { return path }
+    defer { free(real) }
+    return String(cString: real)
 }

@@ -122,9 +122,13 @@ extension FileSystem {
             // Asks for about as many entries as can fit; the next call resumes by cookie.
             let estimate = max(8, size / (plus ? 160 : 32))
             let entries = try library.list(directory, after: Int64(next - 2), limit: estimate)
+            var added = 0
             for entry in entries {
                 guard add(entry.name, entry.attributes, cookie: Int(entry.cookie) + 2) else { break }
+                added += 1
             }
+            // A file manager looks for each file's thumbnail as the listing reaches it.
+            thumbnails?.publish(directory, entries.prefix(added))
             reply(req, buffer, used)
         }
     }

@@ -11,6 +11,8 @@ struct ExifFacts {
     var contentIdentifier: String?
     var isScreenshot = false
     var make: String?
+    /// TIFF Orientation (1–8): how to turn the stored pixels to show them (thumbnails).
+    var orientation: Int?
 }
 
 enum ExifReader {
@@ -19,6 +21,7 @@ enum ExifReader {
     /// Tags libexif 0.6.24 names but some builds do not: by number.
     private enum Tag: UInt32 {
         case make = 0x010F
+        case orientation = 0x0112
         case dateTime = 0x0132
         case exifOffsetTime = 0x9010
         case offsetTimeOriginal = 0x9011
@@ -50,6 +53,7 @@ enum ExifReader {
 
         var facts = ExifFacts()
         facts.make = block.text(.make, in: EXIF_IFD_0)
+        facts.orientation = block.integer(.orientation, in: EXIF_IFD_0).flatMap { (1...8).contains($0) ? $0 : nil }
         if let original = block.text(.dateTimeOriginal, in: EXIF_IFD_EXIF) {
             facts.captured = CaptureDate.exif(original, offset: block.text(.offsetTimeOriginal, in: EXIF_IFD_EXIF))
         }

@@ -117,7 +117,7 @@ public enum MediaReader {
         return .other
     }
 
-    private static func openForReading(_ path: String) throws(MediaReadError) -> Int32 {
+    public static func openForReading(_ path: String) throws(MediaReadError) -> Int32 {
         // O_NONBLOCK: opening a FIFO must not wait for a writer (it is then
         // refused as not a regular file).
         try syscall("open") { open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) }

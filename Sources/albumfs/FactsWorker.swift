@@ -14,7 +14,7 @@ enum FactsWorker {
         while let path = lines.next() {
             let answer: String
             do {
-                answer = try MediaFactsReader().facts(ofPath: path).line
+                answer = try MediaFactsReader().factsAndThumbnail(ofPath: path).line
             } catch let error as MediaReadError {
                 answer = "!\(error.code)"
             } catch {
@@ -63,7 +63,7 @@ struct LineReader {
             let polled = poll(&ready, 1, timeout)
             if polled < 0 && errno == EINTR { continue }
             guard polled > 0 else { return nil }
-            var chunk = [UInt8](repeating: 0, count: 4096)
+            var chunk = [UInt8](repeating: 0, count: 65536)
             let count = read(descriptor, &chunk, chunk.count)
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return nil }

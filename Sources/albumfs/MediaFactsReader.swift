@@ -1,5 +1,6 @@
 import AlbumCore
 import AlbumMedia
+import Glibc
 
 /// AlbumMedia's readers (libmagic, libexif, libheif, libcrypto, the ISO-BMFF
 /// reader) in this process: for `fsck --verify`'s hashing and the facts
@@ -9,8 +10,13 @@ struct MediaFactsReader: AssetFactsReader {
         Self.facts(try MediaReader.read(fileDescriptor: descriptor))
     }
 
-    func facts(ofPath path: String) throws -> AssetFacts {
-        Self.facts(try MediaReader.read(path: path))
+    /// The facts worker's read: the facts, and a photo's thumbnail (SEMANTICS.md § Thumbnails).
+    func factsAndThumbnail(ofPath path: String) throws -> AssetFacts {
+        let fd = try MediaReader.openForReading(path)
+        defer { close(fd) }
+        var facts = Self.facts(try MediaReader.read(fileDescriptor: fd))
+        if facts.kind == .photo { facts.thumbnail = try Thumbnail.png(fileDescriptor: fd) }
+        return facts
     }
 
     private static func facts(_ media: MediaFacts) -> AssetFacts {

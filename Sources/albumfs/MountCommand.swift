@@ -112,6 +112,12 @@ struct MountCommand {
             configuration.singleThreaded = singleThreaded
             configuration.fuseOptions = options.fuseOptions
             configuration.passthrough = options.passthrough
+            if options.thumbnails {
+                let environment = ["XDG_CACHE_HOME", "HOME"].reduce(into: [String: String]()) { found, name in
+                    if let value = getenv(name) { found[name] = String(cString: value) }
+                }
+                configuration.thumbnailCache = FileManagerThumbnails.cacheDirectory(environment: environment)
+            }
             session = try MountSession(library: library, configuration: configuration)
         } catch let error as LibraryError {
             throw report(CommandFailure(.unusableStore, describe(error)))

@@ -14,6 +14,9 @@ struct MountOptions {
     /// `remote_timeout=SECONDS`: how long a read of data only in the bucket
     /// waits with nothing coming before it fails with EIO.
     var remoteTimeout: Double = 10
+    /// `nothumbnails`: put no thumbnails in the mounting user's thumbnail
+    /// cache (SEMANTICS.md § Thumbnails).
+    var thumbnails = true
     /// What goes to libfuse's `-o`.
     var fuseOptions: [String] = []
 
@@ -42,6 +45,8 @@ struct MountOptions {
                 if option == "rw" { readOnly = false }
             } else if option == "nopassthrough" || option == "passthrough" {
                 passthrough = option == "passthrough"
+            } else if option == "nothumbnails" || option == "thumbnails" {
+                thumbnails = option == "thumbnails"
             } else if option.hasPrefix("trash_days=") {
                 guard let days = Int(option.dropFirst("trash_days=".count)), days >= 0, days <= 36_500 else {
                     throw CommandFailure(.usage, "trash_days takes a number of days from 0 to 36500: \(option)")

@@ -2,6 +2,7 @@
 //
 //   mediaprobe FILE…                       one JSON object of facts per file
 //   mediaprobe --bench FILE…|DIR           facts/s and MiB/s over the files
+//   mediaprobe --thumbnail FILE OUT.png    the thumbnail albumfs keeps of FILE
 //   mediaprobe --fuzz SECONDS [--seed N] [--out DIR] SEED-FILE…
 //                                          a seeded mutation fuzz loop over MediaReader
 //
@@ -202,6 +203,14 @@ do {
     switch arguments.first {
     case "--bench":
         try bench(files(arguments.dropFirst()))
+    case "--thumbnail":
+        let paths = Array(arguments.dropFirst())
+        guard paths.count == 2 else { throw MediaReadError(code: EINVAL, operation: "--thumbnail FILE OUT.png") }
+        let fd = open(paths[0], O_RDONLY)
+        guard fd >= 0 else { throw MediaReadError(code: errno, operation: "open \(paths[0])") }
+        defer { close(fd) }
+        guard let png = try Thumbnail.png(fileDescriptor: fd) else { say("no thumbnail for \(paths[0])"); exit(1) }
+        FileManager.default.createFile(atPath: paths[1], contents: Data(png))
     case "--fuzz":
         arguments = arguments.dropFirst()
         guard let seconds = arguments.first.flatMap(Double.init) else { throw MediaReadError(code: EINVAL, operation: "--fuzz SECONDS") }

@@ -2,7 +2,8 @@ import Testing
 @testable import AlbumCore
 
 /// The facts worker's answer line (AssetFacts+Line.swift): one line of
-/// eleven tab-separated fields, whatever the file's strings hold.
+/// twelve tab-separated fields (the last a thumbnail's PNG in hex), whatever
+/// the file's strings hold.
 @Suite("The facts line between the worker and the daemon")
 struct FactsLineTests {
     private let sha = String(repeating: "ab", count: 32)
@@ -13,11 +14,12 @@ struct FactsLineTests {
         for text in odd {
             let facts = AssetFacts(sha256: sha, type: "image/\(text)", kind: .photo, captured: "2024-05-01T10:00:00+02:00",
                                    width: 4032, height: 3024, duration: 1.5, location: text.isEmpty ? nil : text,
-                                   contentIdentifier: "id-\(text)", isScreenshot: true, isRaw: false)
+                                   contentIdentifier: "id-\(text)", isScreenshot: true, isRaw: false,
+                                   thumbnail: text.isEmpty ? nil : Array(text.utf8) + [0, 9, 10, 13, 255])
             let line = facts.line
-            // The line protocol: one line, eleven fields.
+            // The line protocol: one line, twelve fields.
             #expect(!line.utf8.contains(UInt8(ascii: "\n")) && !line.utf8.contains(UInt8(ascii: "\r")), "\(text.debugDescription)")
-            #expect(line.utf8.filter { $0 == UInt8(ascii: "\t") }.count == 10, "\(text.debugDescription)")
+            #expect(line.utf8.filter { $0 == UInt8(ascii: "\t") }.count == 11, "\(text.debugDescription)")
             #expect(AssetFacts(line: line) == facts, "\(text.debugDescription)")
         }
     }
@@ -25,9 +27,12 @@ struct FactsLineTests {
     @Test("the format: fields in their order, empty for none, escapes as written")
     func format() {
         let facts = AssetFacts(sha256: sha, type: "image/jpeg", kind: .photo, location: "+48.8566+002.3522/", contentIdentifier: "a%b\tc")
-        #expect(facts.line == "\(sha)\timage/jpeg\tphoto\t\t\t\t\t+48.8566+002.3522/\ta%25b%09c\t0\t0")
-        #expect(AssetFacts(line: "\(sha)\t\tvideo\t\t\t\t12.5\t\t\t0\t1")
+        #expect(facts.line == "\(sha)\timage/jpeg\tphoto\t\t\t\t\t+48.8566+002.3522/\ta%25b%09c\t0\t0\t")
+        #expect(AssetFacts(line: "\(sha)\t\tvideo\t\t\t\t12.5\t\t\t0\t1\t")
                 == AssetFacts(sha256: sha, kind: .video, duration: 12.5, isRaw: true))
+        var photo = facts
+        photo.thumbnail = [0x89, 0x50, 0x00, 0xff]
+        #expect(photo.line.hasSuffix("\t0\t0\t895000ff"))
     }
 
     @Test("what is not a facts line: nil")
@@ -36,5 +41,8 @@ struct FactsLineTests {
         #expect(AssetFacts(line: "!5") == nil)
         #expect(AssetFacts(line: "abc\t\tphoto\t\t\t\t\t\t\t0\t0") == nil)                  // not a SHA-256
         #expect(AssetFacts(line: "\(sha)\t\tphoto\t\t\t\t\t\t0\t0") == nil)                // ten fields
+        #expect(AssetFacts(line: "\(sha)\t\tphoto\t\t\t\t\t\t\t0\t0") == nil)              // eleven (an older worker)
+        #expect(AssetFacts(line: "\(sha)\t\tphoto\t\t\t\t\t\t\t0\t0\t0g") == nil)         // a thumbnail not in hex
+        #expect(AssetFacts(line: "\(sha)\t\tphoto\t\t\t\t\t\t\t0\t0\tabc") == nil)        // an odd count of digits
     }
 }

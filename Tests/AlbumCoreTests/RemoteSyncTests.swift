@@ -213,6 +213,27 @@ struct RemoteSyncTests {
         #expect(refusing.attempts.withLock { $0 } <= 2, "the uploader retried once per file closed while the store failed")
     }
 
+    @Test("an original whose facts (and thumbnail) are not read yet is not evicted, so that reading them never downloads it")
+    func evictedOnlyAfterFacts() throws {
+        let f = try RemoteFixture()
+        let reader = GatedReader()
+        var options = LibraryOptions(factsReader: reader)
+        options.cacheSize = 0
+        let library = try f.store.reopen(options: options)
+        let id = try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("kind=photo\nthumb=a"))
+        #expect(reader.began.wait(timeout: .now() + 10) == .success, "the facts read did not start")
+        try f.start()
+        try f.synced()
+        // Uploaded, and the cache bound is 0: still local while its facts are being read.
+        #expect(try library.evictOverCacheSize() == 0)
+        #expect(f.storage(id) == "both")
+        for _ in 0..<8 { reader.gate.signal() }   // (this read, and any the indexer makes again)
+        #expect(library.waitForIndexing(timeout: 10))
+        #expect(try library.thumbnail(of: id) != nil)
+        eventually("evicted once its facts are read") { _ = try library.evictOverCacheSize(); return f.storage(id) == "remote" }
+        library.stopRemoteSync()
+    }
+
     @Test("with a cache bound, uploaded originals are evicted least recently opened first; stat keeps the size; an open fetches the data back")
     func evictionAndFetch() throws {
         let f = try RemoteFixture()

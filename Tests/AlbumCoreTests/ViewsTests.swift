@@ -9,7 +9,8 @@ import SQLiteKit
 private let roll = TestStore.roll
 
 /// A facts reader for the store's tests: a file's content is its facts,
-/// `key=value` lines (kind, captured, cid, comment, raw, width); its
+/// `key=value` lines (kind, captured, cid, comment, raw, width, thumb: a
+/// thumbnail, a 1 × 1 PNG with the value in a text chunk); its
 /// "SHA-256" is its bytes in hex, so identical files share one. The real
 /// readers are AlbumMedia's, tested on media made by real tools.
 struct LineFactsReader: AssetFactsReader {
@@ -24,7 +25,8 @@ struct LineFactsReader: AssetFactsReader {
                           kind: AssetFacts.Kind(rawValue: fields["kind"] ?? "") ?? .other,
                           captured: fields["captured"], width: fields["width"].flatMap { Int($0) },
                           contentIdentifier: fields["cid"], isScreenshot: fields["comment"] == "Screenshot",
-                          isRaw: fields["raw"] == "1")
+                          isRaw: fields["raw"] == "1",
+                          thumbnail: fields["thumb"].map { PNGText.adding(["Test": $0], to: PNGText.blank) })
     }
 
     /// Four FNV-1a hashes of the bytes with different seeds: 64 hex digits,

@@ -1,0 +1,222 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Digests
+import Synchronization
+
+/// Puts the thumbnail albumfs keeps of each photo where file managers look
+/// for one, so that showing a folder never reads its originals (SEMANTICS.md
+/// § Thumbnails): the freedesktop thumbnail cache of the user who mounted,
+/// `$XDG_CACHE_HOME/thumbnails/large/MD5(URI).png`, with the `Thumb::URI` and
+/// `Thumb::MTime` text chunks GLib, Nautilus, gnome-desktop and KIO check.
+///
+/// A thumbnail is named by its file's URI, so every path of a photo (the
+/// roll, each album, By Date, the smart albums) has its own: each is written
+/// when a listing of its directory is about to be returned (GIO asks for
+/// `thumbnail::path` as it enumerates; written any later, the file manager
+/// would already be making its own from the original). What is written once
+/// for a path and mtime is remembered for the mount's life, and found on
+/// disk at the next mount (its text chunks read back), so a listing writes
+/// each thumbnail once.
+///
+/// A file albumfs has no thumbnail of (a video, a raw, a photo whose facts
+/// are not read yet) gets none while its data is local: the file manager
+/// makes one from it as usual. One that is only in the bucket gets a
+/// "failed" marker instead (`fail/gnome-thumbnail-factory/`), which stops
+/// Nautilus from downloading it for a picture: it shows its type's icon.
+public final class FileManagerThumbnails: Sendable {
+    /// The mount point as the file manager sees it (absolute, symlinks resolved).
+    let mountPoint: String
+    /// `$XDG_CACHE_HOME/thumbnails`.
+    let cache: String
+    private let library: Library
+    /// MD5(URI) + mtime of what is in the cache as it must be.
+    private let published = Mutex<Set<String>>([])
+
+    public init(library: Library, mountPoint: String, cache: String) {
+        self.library = library
+        self.mountPoint = mountPoint.hasSuffix("/") ? String(mountPoint.dropLast()) : mountPoint
+        self.cache = cache
+    }
+
+    /// The cache GLib uses for the environment `environment`: nil if it has no home.
+    public static func cacheDirectory(environment: [String: String]) -> String? {
+        if let cache = environment["XDG_CACHE_HOME"], cache.hasPrefix("/") { return cache + "/thumbnails" }
+        if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.cache/thumbnails" }
+        return nil
+    }
+
+    /// Before a listing of `directory` returns `entries`: the thumbnail of
+    /// each asset among them is in the cache. Best effort: a cache that
+    /// cannot be written is logged once, and the listing goes on.
+    public func publish(_ directory: NodeID, _ entries: some Collection<DirectoryEntry>) {
+        let assets = entries.filter { $0.attributes.kind == .asset }
+        guard !assets.isEmpty, let path = try? library.path(ofDirectory: directory) else { return }
+        let prefix = Array(mountPoint.utf8) + path.flatMap { [UInt8(ascii: "/")] + $0 } + [UInt8(ascii: "/")]
+        var missing: [(entry: DirectoryEntry, uri: String, md5: String, seconds: Int64, key: String)] = []
+        for entry in assets {
+            let uri = Self.uri(prefix + entry.name)
+            let md5 = MD5.hex(Array(uri.utf8))
+            let seconds = entry.attributes.modificationTime / 1_000_000_000
+            let key = md5 + " " + String(seconds)
+            if published.withLock({ $0.contains(key) }) { continue }
+            // Written at an earlier mount (or listing of another mount of the same path).
+            if Self.holds(cache + "/large/" + md5 + ".png", uri: uri, mtime: seconds)
+                || (entry.attributes.isRemoteOnly && Self.holds(cache + "/" + Self.failed + "/" + md5 + ".png", uri: uri, mtime: seconds)) {
+                _ = published.withLock { $0.insert(key) }
+                continue
+            }
+            missing.append((entry, uri, md5, seconds, key))
+        }
+        guard !missing.isEmpty, let pngs = try? library.thumbnails(of: missing.map(\.entry.attributes.id)) else { return }
+        for m in missing {
+            let text = ["Thumb::URI": m.uri, "Thumb::MTime": String(m.seconds), "Software": "albumfs"]
+            let done: Bool
+            if let png = pngs[m.entry.attributes.id] {
+                done = write(PNGText.adding(text, to: png), to: cache + "/large", m.md5)
+            } else if m.entry.attributes.isRemoteOnly {
+                done = write(PNGText.adding(text, to: PNGText.blank), to: cache + "/" + Self.failed, m.md5)
+            } else {
+                done = false   // not read yet, or nothing to draw: asked again at the next listing
+            }
+            if done { _ = published.withLock { $0.insert(m.key) } }
+        }
+    }
+
+    /// Where GNOME's thumbnail factory keeps its "failed" markers.
+    static let failed = "fail/gnome-thumbnail-factory"
+
+    /// `file://` and the path escaped as GLib's g_filename_to_uri does
+    /// (its UNSAFE_PATH table): every byte but ASCII letters, digits and
+    /// `-_.!~*'()/&=:@+$,` is `%XX`, upper case.
+    static func uri(_ path: [UInt8]) -> String {
+        let kept = Set("-_.!~*'()/&=:@+$,".utf8)
+        let digits = Array("0123456789ABCDEF".utf8)
+        var text = Array("file://".utf8)
+        for byte in path {
+            let alphanumeric = (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+            if alphanumeric || kept.contains(byte) {
+                text.append(byte)
+            } else {
+                text += [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 15)]]
+            }
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Whether the PNG at `path` is the thumbnail of `uri` at `mtime` (its text chunks).
+    static func holds(_ path: String, uri: String, mtime: Int64) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var head = [UInt8](repeating: 0, count: 4096)
+        let count = read(fd, &head, head.count)
+        guard count > 0 else { return false }
+        let text = PNGText.chunks(in: head.prefix(count))
+        return text["Thumb::URI"] == uri && text["Thumb::MTime"] == String(mtime)
+    }
+
+    private let failedOnce = Mutex(false)
+
+    /// Written whole or not at all (a temporary file renamed over it), 0600
+    /// in directories 0700, as the spec asks.
+    private func write(_ png: [UInt8], to directory: String, _ md5: String) -> Bool {
+        let target = directory + "/" + md5 + ".png"
+        let temporary = directory + "/.albumfs-" + md5 + "-\(getpid()).png"
+        func attempt() -> Bool {
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { return false }
+            let written = png.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            guard written == png.count, rename(temporary, target) == 0 else {
+                unlink(temporary)
+                return false
+            }
+            return true
+        }
+        if attempt() { return true }
+        if errno == ENOENT, Self.makeDirectories(directory), attempt() { return true }
+        let why = String(cString: strerror(errno))
+        if failedOnce.withLock({ failed in defer { failed = true }; return !failed }) {
+            library.options.log("thumbnails: cannot write into \(directory) (\(why)): file managers will make their own")
+        }
+        return false
+    }
+
+    private static func makeDirectories(_ path: String) -> Bool {
+        var prefix = ""
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST { return false }
+        }
+        return true
+    }
+}
+
+/// A PNG's `tEXt` chunks: read (the first few KiB suffice: they come before
+/// the image data) and added after the header, each with its CRC.
+enum PNGText {
+    static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+
+    /// A 1 × 1 grey PNG: the body of a "failed" marker.
+    static let blank: [UInt8] = {
+        var png = signature
+        png += chunk("IHDR", [0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0])
+        // zlib stream of the one scanline (filter 0, grey 0x80), stored uncompressed.
+        png += chunk("IDAT", [0x78, 0x01, 0x01, 0x02, 0x00, 0xFD, 0xFF, 0x00, 0x80, 0x00, 0x82, 0x00, 0x81])
+        png += chunk("IEND", [])
+        return png
+    }()
+
+    /// `png` with `text` as tEXt chunks right after its IHDR; `png` as it is if it has no IHDR first.
+    static func adding(_ text: [String: String], to png: [UInt8]) -> [UInt8] {
+        guard png.count > 33, png.starts(with: signature), Array(png[12..<16]) == Array("IHDR".utf8) else { return png }
+        var chunks: [UInt8] = []
+        for (key, value) in text.sorted(by: { $0.key < $1.key }) {
+            chunks += chunk("tEXt", Array(key.utf8) + [0] + Array(value.utf8))
+        }
+        return Array(png[..<33]) + chunks + Array(png[33...])
+    }
+
+    /// The tEXt chunks among the chunks in `head` (a PNG's first bytes).
+    static func chunks(in head: ArraySlice<UInt8>) -> [String: String] {
+        let bytes = Array(head)
+        guard bytes.starts(with: signature) else { return [:] }
+        var text: [String: String] = [:]
+        var at = 8
+        while at + 8 <= bytes.count {
+            let length = Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3])
+            let type = String(decoding: bytes[(at + 4)..<(at + 8)], as: UTF8.self)
+            guard length >= 0, at + 12 + length <= bytes.count, type != "IDAT" else { break }
+            if type == "tEXt" {
+                let body = bytes[(at + 8)..<(at + 8 + length)]
+                if let zero = body.firstIndex(of: 0) {
+                    text[String(decoding: body[..<zero], as: UTF8.self)] = String(decoding: body[(zero + 1)...], as: UTF8.self)
+                }
+            }
+            at += 12 + length
+        }
+        return text
+    }
+
+    static func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
+        let typed = Array(type.utf8) + body
+        return bigEndian(UInt32(body.count)) + typed + bigEndian(crc32(typed))
+    }
+
+    private static func bigEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+    }
+
+    private static let crcTable: [UInt32] = (0..<256).map { n in
+        var c = UInt32(n)
+        for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+        return c
+    }
+
+    static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        var c: UInt32 = 0xFFFF_FFFF
+        for byte in bytes { c = crcTable[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }
+        return c ^ 0xFFFF_FFFF
+    }
+}
