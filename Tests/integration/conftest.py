@@ -129,7 +129,13 @@ class Mount(AlbumfsMount):
         binary = ALBUMFS if uid is None else public_albumfs()
         # A named store is never created by a mount (SEMANTICS.md § Durability and safety):
         # made here with `albumfs init`, or by the first start with --create.
-        # env: added to the daemon's environment (e.g. ALBUMFS_CLOCK_OFFSET).
+        # env: added to the daemon's environment (e.g. ALBUMFS_CLOCK_OFFSET). Its thumbnail cache
+        # (SEMANTICS.md § Thumbnails) is the test's own, never the user's running the tests.
+        self.thumbnail_home = base / "xdg-cache"
+        self.thumbnail_home.mkdir(exist_ok=True)
+        if uid is not None:
+            os.chown(self.thumbnail_home, uid, uid)
+        env = {"XDG_CACHE_HOME": str(self.thumbnail_home), **(env or {})}
         super().__init__(binary, store if store is not None else base / "store", mp,
                          log=base / "albumfs.log", options=EXTRA_MOUNT_OPTIONS, prefix=as_owner,
                          env=env, create=not make_store)

@@ -2,7 +2,7 @@
 # Sourced by scripts/run and scripts/test.
 
 ALBUMFS_PACKAGES=(libfuse3-dev fuse3 libsqlite3-dev libsystemd-dev libmagic-dev libexif-dev libheif-dev libturbojpeg0-dev libpng-dev libssl-dev libcurl4-openssl-dev pkg-config rsync attr psmisc util-linux)
-# For the tests: the media tools that make the test photos and videos (ImageMagick, exiftool, heif-enc, ffmpeg/ffprobe); GIO's gio tool and GVfs's trash backend (the trash), vim (side files), samba and smbclient (the share), man-db and systemd (the installed man page and units).
+# For the tests: the media tools that make the test photos and videos (ImageMagick, exiftool, heif-enc, ffmpeg/ffprobe); GIO's gio tool and GVfs's trash backend (the trash), vim (side files), samba and smbclient (the share), man-db and systemd (the installed man page and units), Nautilus under Xvfb (xdpyinfo from x11-utils: the thumbnails).
 # For the tests of originals kept in S3 (scripts/lib/radosgw, Tests/integration/objectstore.py): a
 # one-node Ceph (monitor, OSD, RADOS Gateway, the ceph and radosgw-admin CLIs) as a real S3 server on
 # loopback, and s3cmd as an independent S3 client. Installed without recommends, which would add
@@ -12,7 +12,7 @@ ALBUMFS_OBJECT_STORE_PACKAGES=(ceph-mon ceph-osd ceph-common radosgw s3cmd)
 # above, and rclone (`rclone mount --vfs-cache-mode full`, `rclone copy`), the peer W8 measures
 # albumfs against on the same radosgw.
 ALBUMFS_BENCH_REMOTE_PACKAGES=(rclone curl "${ALBUMFS_OBJECT_STORE_PACKAGES[@]}")
-ALBUMFS_TEST_PACKAGES=(imagemagick libimage-exiftool-perl libheif-examples ffmpeg libglib2.0-bin gvfs gvfs-daemons dbus vim samba smbclient man-db systemd "${ALBUMFS_OBJECT_STORE_PACKAGES[@]}")
+ALBUMFS_TEST_PACKAGES=(imagemagick libimage-exiftool-perl libheif-examples ffmpeg libglib2.0-bin gvfs gvfs-daemons dbus vim samba smbclient man-db systemd nautilus xvfb x11-utils "${ALBUMFS_OBJECT_STORE_PACKAGES[@]}")
 
 # Installs whatever is missing when root; otherwise prints the one command to run.
 # ensure_packages [EXTRA…]: ALBUMFS_PACKAGES and the extra ones.
