@@ -25,5 +25,7 @@ The package:
   measure.py      interleaved rounds, the table, the JSON results (--json)
   core.py         the Bench: settings, the work dir and its data, the run, the clean-up
   w1_import.py … w7_views.py, scale.py   one workload each: run(bench)
+  w8_remote.py    W8 (--remote, opt-in): albumfs with a remote against rclone mount and curl on a
+                  radosgw it starts; each row's plain column is the peer its label names
   cli.py          the command line
 """

@@ -28,7 +28,17 @@ def main():
     parser.add_argument("--photos", type=int, help="photos W1 imports (default 2,000; --quick: 200)")
     parser.add_argument("--big-mib", type=int, help="size of the big file in MiB (default 2048; --quick: 64)")
     parser.add_argument("--only", metavar="W1,W2,...",
-                        help="only these workloads (W2, W4 and W7 read what W1 imported; W3, W6 and W7 need the big album)")
+                        help="only these workloads (W2, W4 and W7 read what W1 imported; W3, W6 and W7 need the big album; "
+                             "W8 is on its own)")
+    parser.add_argument("--remote", action="store_true",
+                        help="also W8: albumfs with its originals in an S3 bucket (a radosgw on loopback started "
+                             "for the run) against rclone mount --vfs-cache-mode full, curl and a local-only albumfs; "
+                             "opt-in (`--only W8` runs it alone)")
+    parser.add_argument("--remote-photos", type=int, help="W8: photos of 1 MiB copied in (default 300; --quick: 50)")
+    parser.add_argument("--remote-files", type=int,
+                        help="W8: 4 KiB files of the remote-only album listed (default 10,000; --quick: 1,000)")
+    parser.add_argument("--remote-big-mib", type=int,
+                        help="W8: MiB of the remote-only file read cold (default 512; --quick: 128)")
     parser.add_argument("--json", metavar="FILE",
                         help="also write the results (every row's rounds, medians and ratio, the notes and problems) "
                              "as JSON to FILE")

@@ -5,7 +5,8 @@ import time
 
 from albumfs_mount import mount_points_below, run_bounded
 
-from . import scale, w1_import, w2_cold_read, w3_browse, w4_backup, w5_random, w6_recently_deleted, w7_views
+from . import (scale, w1_import, w2_cold_read, w3_browse, w4_backup, w5_random, w6_recently_deleted, w7_views,
+               w8_remote)
 from .harness import GiB, MARKER, REPO, BenchError, MiB, Mount, Runner, Watchdog, human_bytes, log, q
 from .measure import Measurements
 
@@ -33,6 +34,15 @@ class Bench(Measurements):
         if args.big_mib:
             self.big_size = args.big_mib * MiB
         self.workloads = set(args.only.split(",")) if args.only else {"W1", "W2", "W3", "W4", "W5", "W6", "W7"}
+        if args.remote:
+            self.workloads.add("W8")
+        unknown = self.workloads - {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"}
+        if unknown:
+            raise BenchError(f"--only: no workload {', '.join(sorted(unknown))}")
+        # W8 (--remote): originals in an S3 bucket, against rclone mount on the same radosgw.
+        self.remote = w8_remote.Settings(args, self.quick)
+        if "W8" in self.workloads and args.as_user:
+            raise BenchError("--remote (W8) does not run with --as-user: it starts a radosgw and rclone as root")
         # --data-path daemon: every read and write through the daemon, as on a kernel
         # without FUSE passthrough (a user's mount takes that path whatever it asks).
         self.mount_options = ["nopassthrough"] if args.data_path == "daemon" else []
@@ -46,6 +56,7 @@ class Bench(Measurements):
         self.can_drop = dropper is not None or (
             os.geteuid() == 0 and os.access("/proc/sys/vm/drop_caches", os.W_OK))
         self.mounts = []
+        self.services = []     # what W8 started besides mounts (radosgw): each .stop() at clean-up
         self.runner = Runner(on_stuck=self.kill_daemons)
         self.watchdog = Watchdog(on_expire=self.kill_daemons)
         self.rows = []         # (label, plain values, albumfs values, kind, bar)
@@ -103,7 +114,10 @@ class Bench(Measurements):
     def check_space(self, scale_only):
         data = 0
         inodes = 0
-        if not scale_only:
+        if "W8" in self.workloads and not scale_only:
+            data += self.remote.disk_bytes()
+            inodes += 4 * self.remote.files
+        if not scale_only and self.workloads - {"W8"}:
             imported = self.photos * self.photo_size + self.big_size
             album = self.album_size * 8192  # 4 KiB of data plus the inode's share
             # src, plain, store, and the two rsync targets of the photos
@@ -196,7 +210,8 @@ class Bench(Measurements):
             self.notes.append("NOT root (or /proc/sys/vm/drop_caches not writable): the cold runs are not cold")
         self.scale_rows, self.scale_lines = [], []
         started = time.monotonic()
-        if not scale_only:
+        self.rss_line = None
+        if not scale_only and self.workloads - {"W8"}:
             self.make_data()
             self.mount = Mount(self.binary, self.store, self.mnt, self.mount_options)
             self.mounts.append(self.mount)
@@ -229,6 +244,8 @@ class Bench(Measurements):
             _, fsck = self.sh(f"{q(self.binary)} fsck --store {q(self.store)}", capture=True, check=False)
             if "consistent" not in fsck:
                 self.problem(f"fsck of the bench store after the run: {fsck.strip()}")
+        if "W8" in self.workloads and not scale_only:
+            w8_remote.run(self)
         if self.args.scale or scale_only:
             scale.run(self)
         self.elapsed = time.monotonic() - started
@@ -258,6 +275,11 @@ class Bench(Measurements):
                 mount.unmount()
             except Exception as error:  # keep cleaning up
                 log(f"unmounting {mount.mp}: {error}")
+        for service in reversed(self.services):
+            try:
+                service.stop()
+            except Exception as error:  # keep cleaning up
+                log(f"stopping {service}: {error}")
         if not self.args.keep and os.path.exists(os.path.join(self.work, MARKER)):
             if any(mount.is_mounted() for mount in self.mounts):
                 log(f"not removing {self.work}: something is still mounted there")

@@ -126,11 +126,12 @@ class Watchdog:
 
 class Mount(AlbumfsMount):
     """One albumfs mount made with `albumfs mount --store STORE --create MOUNTPOINT` (the bench's
-    stores are its own, made on first mount); the supervisor is albumfs_mount's, shared with the
+    stores are its own, made on first mount; create=False for a store made by `albumfs init`,
+    as W8's stores with a remote are); the supervisor is albumfs_mount's, shared with the
     tests. Here ending a mount is a best effort that logs what went wrong."""
 
-    def __init__(self, binary, store, mountpoint, options=()):
-        super().__init__(binary, store, mountpoint, options=options, create=True)
+    def __init__(self, binary, store, mountpoint, options=(), create=True):
+        super().__init__(binary, store, mountpoint, options=options, create=create)
 
     def kill(self):
         """The last resort for a hung mount: the daemon dies, the kernel fails every request

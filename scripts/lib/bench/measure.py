@@ -61,7 +61,8 @@ class Measurements:
         print(f"binary: {self.built} ({self.version}), copied to {self.binary} for the run")
         if not scale_only:
             self.print_table(self.rows)
-            print(self.rss_line)
+            if self.rss_line:
+                print(self.rss_line)
         if self.scale_lines:
             print()
             print("scale:")
@@ -82,12 +83,15 @@ class Measurements:
         for label, plain, albumfs, kind, bar in rows:
             p, a = median(plain), median(albumfs)
             ratio = a / p if p else float("nan")
-            unit = "" if kind == "iops" else "s"
-            digits = 0 if kind == "iops" else 3
+            # seconds; iops (IOPS), mibps (MiB/s) and mib (MiB) print without a unit (the label says it)
+            unit = "s" if kind == "seconds" else ""
+            digits = {"iops": 0, "mibps": 1, "mib": 1}.get(kind, 3)
             rounds = " ".join(f"{v:.{digits}f}" for v in plain) + " | " + " ".join(f"{v:.{digits}f}" for v in albumfs)
             print(f"{label:<{width}}  {p:>8.{digits}f}{unit or ' '}  {a:>8.{digits}f}{unit or ' '}  "
                   f"{ratio:>6.2f}  {bar or '':>6}  {rounds}")
-        print("(medians; ratio = albumfs/plain — for IOPS, albumfs IOPS / plain IOPS)")
+        print("(medians; ratio = albumfs/plain — for IOPS, albumfs IOPS / plain IOPS"
+              + ("; W8: plain is the column the row names (a peer: rclone, curl, a bound)" if any(
+                  row[0].startswith("W8") for row in rows) else "") + ")")
         for label, plain, albumfs, _, _ in rows:
             if label in self.floors:
                 floor = self.floors[label]

@@ -65,6 +65,10 @@ def number(value, kind):
         return ""
     if kind == "iops":
         return f"{value:,.0f}"
+    if kind == "mibps":
+        return f"{value:,.1f} MiB/s"
+    if kind == "mib":
+        return f"{value:,.1f} MiB"
     return f"{value:.3f} s" if value < 10 else f"{value:.2f} s"
 
 
