@@ -5,6 +5,11 @@ extension Library {
         try read { db in try db.thumbnail(of: asset) }
     }
 
+    /// Those of `assets` that have a thumbnail, in one read (no PNG is read).
+    public func assetsWithThumbnails(_ assets: [NodeID]) throws(LibraryError) -> Set<NodeID> {
+        try read { db in Set(try assets.filter { try db.hasThumbnail($0) }) }
+    }
+
     /// The thumbnails of those of `assets` that have one, in one read.
     public func thumbnails(of assets: [NodeID]) throws(LibraryError) -> [NodeID: [UInt8]] {
         try read { db in

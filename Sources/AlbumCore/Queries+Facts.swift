@@ -39,6 +39,10 @@ extension Database {
         }
     }
 
+    func hasThumbnail(_ asset: NodeID) throws -> Bool {
+        try statement("SELECT 1 FROM thumbnails WHERE asset = ?1").bind(.int(asset)).first { _ in true } ?? false
+    }
+
     func thumbnail(of asset: NodeID) throws -> [UInt8]? {
         try statement("SELECT png FROM thumbnails WHERE asset = ?1").bind(.int(asset)).first { $0.blob(0) }
     }
