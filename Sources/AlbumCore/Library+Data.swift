@@ -285,6 +285,8 @@ extension Library {
     public func release(_ file: OpenFile) throws(LibraryError) {
         try releaseCommitting(file)
         if openFiles.hasUnsettled.load(ordering: .relaxed) { try? settleReleases() }
+        // A file closed may be evicted now (one fetched back, over the cache bound).
+        if options.cacheSize != nil { wakeRemoteSync() }
     }
 
     /// Commits what failed last releases still owe (`OpenFiles.settling`).

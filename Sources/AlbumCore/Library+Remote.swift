@@ -109,6 +109,8 @@ extension Library {
                 try content.installFetched(download.id)
                 try db.unmarkEvicted(download.id)
             }
+            // Over the cache bound now, unless a reader still has it open (its release wakes it too).
+            self.wakeRemoteSync()
         }, failed: { [weak self] download, why in
             log("remote: \(why)")
             _ = try? self?.read { _ in

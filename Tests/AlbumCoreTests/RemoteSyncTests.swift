@@ -213,6 +213,24 @@ struct RemoteSyncTests {
         #expect(refusing.attempts.withLock { $0 } <= 2, "the uploader retried once per file closed while the store failed")
     }
 
+    @Test("an original fetched back over the cache bound is evicted again once it is closed, not at the uploader's next idle look 30 s later")
+    func evictedAgainAfterClose() throws {
+        let f = try RemoteFixture()
+        let data = [UInt8](repeating: 7, count: 1000)
+        let id = try f.store.createFile(TestStore.roll, "a.jpg", contents: data)
+        try f.start()
+        try f.synced()
+        f.store.library.stopRemoteSync()
+        var options = LibraryOptions()
+        options.cacheSize = 0
+        let library = try f.store.reopen(options: options)
+        try f.start()
+        eventually("evicted") { f.storage(id) == "remote" }
+        #expect(try f.store.read(id) == data)   // fetched back whole, then closed
+        eventually("evicted again after the close", timeout: 10) { f.storage(id) == "remote" }
+        library.stopRemoteSync()
+    }
+
     @Test("an original whose facts (and thumbnail) are not read yet is not evicted, so that reading them never downloads it")
     func evictedOnlyAfterFacts() throws {
         let f = try RemoteFixture()

@@ -35,6 +35,12 @@ final class RemoteSync: Sendable {
         // One long-running block on a queue of its own (a thread of its own
         // for the mount's life), at utility priority: background work.
         DispatchQueue(label: "albumfs.remote", qos: .utility).async { [self, weak library] in
+            // Nice 10 on this thread: a copy into the mount comes first (on
+            // two cores the uploads of what `cp -r` wrote took a third of its
+            // CPU time), yet uploads never starve the way SCHED_IDLE could
+            // on a machine that is never idle.
+            setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)   // (Linux: 0 is this thread)
+            defer { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 0) }
             run { library }
             finished.signal()
         }
