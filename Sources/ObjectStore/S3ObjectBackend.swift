@@ -2,23 +2,31 @@
 import Glibc
 #endif
 import Digests
+import Synchronization
 
 /// A bucket of originals named by their content: `PREFIX/objects/AB/ABCD…`,
 /// the hex SHA-256 of the bytes. Storing what is there already costs a HEAD,
 /// so an upload repeated after a crash never makes a second object, and
 /// identical photos share one. (AlbumCore's ObjectBackend, conformed to by
-/// the daemon.) Each of its two connections takes one request at a time.
+/// the daemon.) Each of its connections takes one request at a time.
 public final class S3ObjectBackend: @unchecked Sendable {
-    /// The uploader's connection (stores, removes) and the one fetches use,
-    /// so that opening a remote-only photo never waits behind an upload.
+    /// The uploader's connection (stores, removes) and the ones fetches use,
+    /// so that opening a remote-only photo never waits behind an upload; a
+    /// download keeps several chunks on their way at once (Download).
     private let client: Locked
-    private let fetcher: Locked
+    private let fetchers: [Locked]
+    private let nextFetcher = Atomic<UInt>(0)
+    public static let fetchConnections = 3
 
     /// `fetchTimeouts`: the fetcher's (a reader waits on it: `-o remote_timeout`).
     public init(location: RemoteLocation, credentials: Credentials,
                 fetchTimeouts: RequestTimeouts = .within(10)) throws(ObjectStoreError) {
         client = Locked(try S3Client(location: location, credentials: credentials))
-        fetcher = Locked(try S3Client(location: location, credentials: credentials, timeouts: fetchTimeouts))
+        var fetchers: [Locked] = []
+        for _ in 0..<Self.fetchConnections {
+            fetchers.append(Locked(try S3Client(location: location, credentials: credentials, timeouts: fetchTimeouts)))
+        }
+        self.fetchers = fetchers
     }
 
     /// A client and the lock that lets one request at a time through it.
@@ -95,7 +103,9 @@ public final class S3ObjectBackend: @unchecked Sendable {
 
     /// Bytes `range` of the object (unchecked: the library checks them).
     public func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] {
-        try fetcher.run { (s3) throws(ObjectStoreError) in try s3.get(Self.key(of: sha256), range: range) }
+        // Taken in turn: the fetches of one download at once go on connections of their own.
+        let fetcher = fetchers[Int(nextFetcher.add(1, ordering: .relaxed).oldValue % UInt(fetchers.count))]
+        return try fetcher.run { (s3) throws(ObjectStoreError) in try s3.get(Self.key(of: sha256), range: range) }
     }
 
     /// The size and ETag of the object of content `sha256`; nil when there is none.

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Dispatch
 import Digests
+import Synchronization
 
 /// An evicted asset's data on its way back from the bucket into its fetch
 /// file (`content/.transfers/fetch-ID`), one chunk (a ranged GET) at a
@@ -129,34 +130,51 @@ final class Download: Sendable {
         }
     }
 
-    private func fetchAll(_ backend: any ObjectBackend, isStopped: () -> Bool,
+    /// How many chunks are fetched at once: while one is hashed and written
+    /// the next ones are on their way (one at a time, a cold read of a
+    /// remote-only 512 MiB video came at 0.28 of a plain GET's speed).
+    static let fetchesAtOnce = 3
+
+    private func fetchAll(_ backend: any ObjectBackend, isStopped: @Sendable () -> Bool,
                           finish: (Download) throws(LibraryError) -> Void) -> Outcome {
         let checkedWhole = digest.chunkCount > 0 && digest.digest(ofChunk: 0) == nil
-        let whole = SHA256()
-        do {
-            while let index = state.withLock({ $0.takeNext(inOrderOnly: checkedWhole) }) {
-                if isStopped() { return .failed("asset \(id): the mount ended before its data came from the bucket") }
-                let range = digest.range(ofChunk: index)
-                let bytes = try fetch(range, backend)
-                if let expected = digest.digest(ofChunk: index) {
-                    guard SHA256.digest(bytes)[...] == expected else {
-                        throw LibraryError.remote("asset \(id): the bucket's object \(digest.sha256) holds other data "
-                                                  + "than the library recorded (bytes \(range.lowerBound)–\(range.upperBound))")
+        let whole = Mutex(SHA256())
+        // The first failure of any fetcher; the others stop at their next chunk.
+        let failure = Mutex<String?>(nil)
+        // Checked whole: one pass in order (the hash runs over the chunks in turn).
+        let fetchers = checkedWhole ? 1 : min(Self.fetchesAtOnce, max(1, digest.chunkCount))
+        DispatchQueue.concurrentPerform(iterations: fetchers) { _ in
+            do {
+                while failure.withLock({ $0 == nil }), let index = state.withLock({ $0.takeNext(inOrderOnly: checkedWhole) }) {
+                    if isStopped() { throw LibraryError.remote("asset \(id): the mount ended before its data came from the bucket") }
+                    let range = digest.range(ofChunk: index)
+                    let bytes = try fetch(range, backend)
+                    if let expected = digest.digest(ofChunk: index) {
+                        guard SHA256.digest(bytes)[...] == expected else {
+                            throw LibraryError.remote("asset \(id): the bucket's object \(digest.sha256) holds other data "
+                                                      + "than the library recorded (bytes \(range.lowerBound)–\(range.upperBound))")
+                        }
+                    } else {
+                        whole.withLock { hasher in bytes.withUnsafeBytes { hasher.update($0) } }
                     }
-                } else {
-                    bytes.withUnsafeBytes { whole.update($0) }
-                }
-                try write(bytes, at: range.lowerBound)
-                state.withLock { state in
-                    state.lastProgress = WaitableValue<State>.now()
-                    if !checkedWhole {
-                        state.landed[index] = true
-                        state.landedBytes += Int64(bytes.count)
+                    try write(bytes, at: range.lowerBound)
+                    state.withLock { state in
+                        state.lastProgress = WaitableValue<State>.now()
+                        if !checkedWhole {
+                            state.landed[index] = true
+                            state.landedBytes += Int64(bytes.count)
+                        }
                     }
                 }
+            } catch {
+                let why = (error as? LibraryError)?.diagnostic ?? "asset \(id): \(error)"
+                failure.withLock { if $0 == nil { $0 = why } }
             }
+        }
+        if let why = failure.withLock({ $0 }) { return .failed(why) }
+        do {
             if checkedWhole {
-                let actual = whole.finish()
+                let actual = whole.withLock { $0.finish() }
                 guard actual == digest.sha256 else {
                     throw LibraryError.remote("asset \(id): the bucket's object \(digest.sha256) holds other data (SHA-256 \(actual))")
                 }
