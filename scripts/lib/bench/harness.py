@@ -131,7 +131,11 @@ class Mount(AlbumfsMount):
     tests. Here ending a mount is a best effort that logs what went wrong."""
 
     def __init__(self, binary, store, mountpoint, options=(), create=True):
-        super().__init__(binary, store, mountpoint, options=options, create=create)
+        # The daemon's freedesktop thumbnail cache (SEMANTICS.md § Thumbnails) is in the bench's
+        # work dir, never the user's: listings write into it as they would into ~/.cache.
+        cache = os.path.join(os.path.dirname(os.path.abspath(str(store))), "xdg-cache")
+        os.makedirs(cache, exist_ok=True)
+        super().__init__(binary, store, mountpoint, options=options, create=create, env={"XDG_CACHE_HOME": cache})
 
     def kill(self):
         """The last resort for a hung mount: the daemon dies, the kernel fails every request
