@@ -215,6 +215,12 @@ extension Database {
         Set(try statement("SELECT sha256 FROM remote_deletes").all { $0.text(0) })
     }
 
+    /// Objects an upload under way may have stored and not recorded yet (a
+    /// crash between its PUT and its record): the next mount records them.
+    func objectsUnderWay() throws -> Set<String> {
+        Set(try statement("SELECT sha256 FROM uploads_under_way").all { $0.text(0) })
+    }
+
     /// The object of content `sha256` was stored again: its new ETag.
     func setRemoteETag(_ sha256: String, _ etag: String) throws {
         try statement("UPDATE remote_objects SET etag = ?2 WHERE sha256 = ?1").bind(.text(sha256), .text(etag)).run()

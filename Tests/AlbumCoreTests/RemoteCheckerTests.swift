@@ -88,6 +88,23 @@ struct RemoteCheckerTests {
         #expect(try f.bucket.head(stranger) != nil, "fsck deleted an object")
     }
 
+    @Test("an object stored by an upload the mount ended before recording it (a crash) is a note, not an unknown object")
+    func storedNotRecorded() throws {
+        let f = try RemoteFixture()
+        let pause = PausedStore(try f.backend())
+        f.store.library.startRemoteSync(pause)
+        try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("stored, not recorded"))
+        #expect(pause.entered.wait(timeout: .now() + 30) == .success, "the upload never began")
+        f.store.library.stopRemoteSync(timeout: 0.1)
+        pause.proceed.signal()
+        #expect(pause.stored.wait(timeout: .now() + 30) == .success)
+        #expect(try f.bucket.head(RemoteFixture.key(bytes("stored, not recorded"))) != nil)
+        f.store.close()
+        let report = try check(f)
+        #expect(report.problems.isEmpty, "\(report.problems.map(\.description))")
+        #expect(report.notes.contains { $0.hasPrefix("1 object stored by an upload a crash cut short") }, "\(report.notes)")
+    }
+
     @Test("an unreachable bucket is an error, never a verdict on the objects")
     func unreachable() throws {
         let (f, _) = try uploaded()

@@ -338,7 +338,7 @@ struct RemoteSyncTests {
 /// The bucket with a pause point before the first store: `entered` is
 /// signalled there, and the store goes on once the test signals `proceed`;
 /// `stored` once it is done.
-private final class PausedStore: ObjectBackend, @unchecked Sendable {
+final class PausedStore: ObjectBackend, @unchecked Sendable {
     let inner: S3ObjectBackend
     let entered = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0), stored = DispatchSemaphore(value: 0)
     private let first = Mutex(true)

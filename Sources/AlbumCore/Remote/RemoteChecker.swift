@@ -106,9 +106,13 @@ public struct RemoteChecker {
         // Objects the library does not know: listed, never deleted here.
         let known = Set(recorded.map(\.sha256))
         let owed = try db.pendingRemoteDeletes()
-        var waiting = 0
+        let underWay = try db.objectsUnderWay()
+        var waiting = 0, unrecorded = 0
         for object in try backend.objects() where !known.contains(object.sha256) {
             if owed.contains(object.sha256) { waiting += 1; continue }
+            // Stored by an upload the mount ended (a crash) before it was recorded: its asset's
+            // upload is still queued and finds it there, or its end owes it a delete.
+            if underWay.contains(object.sha256) { unrecorded += 1; continue }
             report.problems.append(StoreChecker.Problem(
                 description: "object \(object.sha256) (\(object.size) bytes) is in the bucket, and no asset of this library needs it",
                 repair: nil,
@@ -116,6 +120,9 @@ public struct RemoteChecker {
                     + "delete it with an S3 client if you are sure"))
         }
         if waiting > 0 { report.notes.append("\(waiting) object\(waiting == 1 ? "" : "s") no asset needs wait for their delete (done by the next mount)") }
+        if unrecorded > 0 {
+            report.notes.append("\(unrecorded) object\(unrecorded == 1 ? "" : "s") stored by an upload a crash cut short wait to be recorded (done by the next mount)")
+        }
         let queued = try db.uploadsQueued()
         if queued > 0 { report.notes.append("\(queued) upload\(queued == 1 ? "" : "s") wait (done by the next mount)") }
         return report
