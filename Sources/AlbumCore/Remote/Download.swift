@@ -35,6 +35,8 @@ final class Download: Sendable {
 
     private struct State {
         var landed: [Bool]
+        /// Chunks a fetcher has taken (on their way or landed): never taken twice.
+        var taken: [Bool]
         var landedBytes: Int64 = 0
         /// Chunks readers wait for, the oldest first.
         var wanted: [Int] = []
@@ -47,26 +49,33 @@ final class Download: Sendable {
         var isAllLanded: Bool { !landed.contains(false) }
 
         mutating func takeNext(inOrderOnly: Bool) -> Int? {
-            if !inOrderOnly, let index = wanted.first(where: { !landed[$0] }) {
+            guard let index = next(inOrderOnly: inOrderOnly) else { return nil }
+            taken[index] = true
+            return index
+        }
+
+        private mutating func next(inOrderOnly: Bool) -> Int? {
+            if !inOrderOnly, let index = wanted.first(where: { !taken[$0] }) {
                 wanted.removeAll { $0 == index }
                 nextInOrder = index + 1
                 return index
             }
-            wanted.removeAll { landed[$0] }
-            if nextInOrder < landed.count, !landed[nextInOrder] {
+            wanted.removeAll { taken[$0] }
+            if nextInOrder < taken.count, !taken[nextInOrder] {
                 defer { nextInOrder += 1 }
                 return nextInOrder
             }
             // Checked whole, nothing counts as landed before the end: the
             // pass in order is the only one.
             if inOrderOnly { return nil }
-            return landed.firstIndex(of: false).map { index in nextInOrder = index + 1; return index }
+            return taken.firstIndex(of: false).map { index in nextInOrder = index + 1; return index }
         }
     }
 
     init(id: NodeID, digest: ObjectDigest, descriptor: Int32, modified: Nanoseconds, timeout: Double) {
         (self.id, self.digest, self.descriptor, self.modified, self.timeout) = (id, digest, descriptor, modified, timeout)
         state = WaitableValue(State(landed: Array(repeating: false, count: digest.chunkCount),
+                                    taken: Array(repeating: false, count: digest.chunkCount),
                                     lastProgress: WaitableValue<State>.now()))
     }
 
