@@ -156,7 +156,12 @@ class Desktop:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8", "DISPLAY": self.display,
                "HOME": str(self.home), "XDG_CACHE_HOME": str(self.cache_home),
                "XDG_DATA_HOME": str(self.home / "data"), "XDG_CONFIG_HOME": str(self.home / "config"),
-               "GIO_USE_VOLUME_MONITOR": "unix", "NO_AT_BRIDGE": "1", "GSETTINGS_BACKEND": "memory"}
+               "GIO_USE_VOLUME_MONITOR": "unix", "NO_AT_BRIDGE": "1", "GSETTINGS_BACKEND": "memory",
+               # GTK 4 draws with cairo: on Xvfb its GL renderer is Mesa's llvmpipe, whose frames of
+               # the "Loading…" spinner took both cores and kept the main loop from ever starting the
+               # folder's listing (a gdb backtrace of a run that stalled 120 s: every thread of it
+               # in swrast_dri.so under gsk_renderer_render; 2 of 3 full suites).
+               "GSK_RENDERER": "cairo"}
         # A session bus that starts no service: no Tracker, GVfs, portal or keyring, which a
         # user's session may or may not run, and whose start-up raced Nautilus' first listing
         # (now and then it never came). GIO reads local files itself (GIO_USE_VFS=local).
@@ -177,6 +182,23 @@ class Desktop:
         path = self.shots / f"{name}.png"
         run(["import", "-display", self.display, "-window", "root", path])
         return path
+
+    def state(self) -> str:
+        """What every process of the desktop is doing (for a failure's message): each thread's
+        kernel wait channel, which names a FUSE request that never came back."""
+        lines = []
+        for p in self.procs:
+            sid = os.getsid(p.pid) if p.poll() is None else None
+            for proc in Path("/proc").iterdir():
+                try:
+                    if not proc.name.isdigit() or os.getsid(int(proc.name)) != sid:
+                        continue
+                    comm = (proc / "comm").read_text().strip()
+                    waits = sorted({(t / "wchan").read_text() for t in (proc / "task").iterdir()})
+                    lines.append(f"{proc.name} {comm}: {', '.join(waits)}")
+                except (OSError, ProcessLookupError):
+                    continue
+        return "; ".join(lines)
 
     def __exit__(self, *exc):
         for p in reversed(self.procs):
@@ -249,9 +271,13 @@ def test_nautilus_shows_an_album_of_remote_only_photos_with_no_get_of_an_origina
                 if shown >= 12 * 60 * 45 and listed >= MAGENTA_SHADES and picture == previous:
                     break
                 previous = picture
-                assert time.monotonic() < deadline, \
-                    (f"after 120 s Nautilus shows {shown} magenta pixels, {listed} thumbnails are in the cache"
-                     f" (screenshot {shot}, log {shots / 'nautilus.log'})")
+                if time.monotonic() >= deadline:
+                    cache = sorted(str(f.relative_to(m.thumbnail_home)) for f in m.thumbnail_home.rglob("*"))
+                    lister = subprocess.run(["timeout", "20", "ls", "-l", album], capture_output=True, text=True)
+                    pytest.fail(f"after 120 s Nautilus shows {shown} magenta pixels, {listed} thumbnails are in the cache"
+                                f" (screenshot {shot}, log {shots / 'nautilus.log'}); the cache holds {len(cache)}:"
+                                f" {cache[:5]}; ls -l of the album: exit {lister.returncode}, {len(lister.stdout.splitlines())}"
+                                f" lines; the desktop's processes wait in: {desktop.state()}")
                 time.sleep(1)
             gets = proxy.count("GET", path_contains="/lib/objects/") - gets_before
             assert gets == 0, f"Nautilus' thumbnails cost {gets} GETs of originals"
