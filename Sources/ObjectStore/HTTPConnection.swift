@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CCurl
+import Digests
 
 /// How long a request waits: for its connection, and with no byte coming
 /// (then it is given up as unreachable).
@@ -30,8 +31,13 @@ final class HTTPConnection {
 
     enum Sink {
         case memory
-        /// Written with pwrite to the file open at `descriptor`, from `offset` on.
-        case file(descriptor: Int32, offset: Int64)
+        /// A success's body written with pwrite to the file open at
+        /// `descriptor`, from `offset` on, at most `limit` bytes (more is an
+        /// error: nothing past them is touched), each byte also given to
+        /// `hasher`. The body of a response that is not a success is kept in
+        /// memory, for its error, and never reaches the file; after any error
+        /// what reached the file is not to be trusted.
+        case file(descriptor: Int32, offset: Int64, limit: Int64, hasher: SHA256?)
     }
 
     struct Response {
@@ -110,6 +116,8 @@ final class HTTPConnection {
         var received: [UInt8] = []
         var receivedCount: Int64 = 0
         var headers: [String: String] = [:]
+        /// The status line's code, once the headers came.
+        var status = 0
         var failure: ObjectStoreError?
 
         init(body: Body, sink: Sink) { (self.body, self.sink) = (body, sink) }
@@ -152,9 +160,12 @@ final class HTTPConnection {
             let n = size * count
             guard let data, n > 0 else { return 0 }
             switch transfer.sink {
-            case .memory:
-                transfer.received += UnsafeRawBufferPointer(start: data, count: n)
-            case .file(let descriptor, let offset):
+            case .file(let descriptor, let offset, let limit, let hasher) where (200..<300).contains(transfer.status):
+                guard transfer.receivedCount + Int64(n) <= limit else {
+                    transfer.failure = .server(status: transfer.status, code: "",
+                                               message: "more than the \(limit) bytes asked for came")
+                    return 0
+                }
                 var done = 0
                 while done < n {
                     let wrote = pwrite(descriptor, data + done, n - done, off_t(offset + transfer.receivedCount + Int64(done)))
@@ -165,6 +176,9 @@ final class HTTPConnection {
                     }
                     done += wrote
                 }
+                hasher?.update(UnsafeRawBufferPointer(start: data, count: n))
+            case .memory, .file:
+                transfer.received += UnsafeRawBufferPointer(start: data, count: n)
             }
             transfer.receivedCount += Int64(n)
             return n
@@ -175,7 +189,10 @@ final class HTTPConnection {
             let n = size * count
             guard let data else { return n }
             let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
-            if line.hasPrefix("HTTP/") { transfer.headers = [:] }   // a new response (after a redirect or 100)
+            if line.hasPrefix("HTTP/") {   // a new response (after a redirect or 100)
+                transfer.headers = [:]
+                transfer.status = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+            }
             if let colon = line.firstIndex(of: ":") {
                 let name = line[..<colon].lowercased()
                 let value = line[line.index(after: colon)...].trimmingBlanks

@@ -70,10 +70,13 @@ public final class S3Client {
         try get(key, range: range, into: .memory).body
     }
 
-    /// Writes the object (or `range` of it) into `descriptor` at `offset`;
-    /// returns how many bytes came.
-    public func get(_ key: String, range: Range<Int64>? = nil, into descriptor: Int32, at offset: Int64 = 0) throws(ObjectStoreError) -> Int64 {
-        try get(key, range: range, into: .file(descriptor: descriptor, offset: offset)).received
+    /// Writes the object (or `range` of it: at most its length) into
+    /// `descriptor` at `offset`, each byte also into `hasher`; returns how
+    /// many bytes came. After an error what was written is not to be trusted.
+    public func get(_ key: String, range: Range<Int64>? = nil, into descriptor: Int32, at offset: Int64 = 0,
+                    hashingInto hasher: SHA256? = nil) throws(ObjectStoreError) -> Int64 {
+        let limit = range.map { Int64($0.count) } ?? .max
+        return try get(key, range: range, into: .file(descriptor: descriptor, offset: offset, limit: limit, hasher: hasher)).received
     }
 
     private func get(_ key: String, range: Range<Int64>?, into sink: HTTPConnection.Sink) throws(ObjectStoreError) -> HTTPConnection.Response {

@@ -108,6 +108,17 @@ public final class S3ObjectBackend: @unchecked Sendable {
         return try fetcher.run { (s3) throws(ObjectStoreError) in try s3.get(Self.key(of: sha256), range: range) }
     }
 
+    /// Bytes `range` of the object written into the file open at
+    /// `descriptor` at the same offsets, and into `hasher` on their way
+    /// (one copy: no buffer of the chunk, no second pass to hash it); how
+    /// many came. Never more than `range` is written.
+    public func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
+        let fetcher = fetchers[Int(nextFetcher.add(1, ordering: .relaxed).oldValue % UInt(fetchers.count))]
+        return try fetcher.run { (s3) throws(ObjectStoreError) in
+            try s3.get(Self.key(of: sha256), range: range, into: descriptor, at: range.lowerBound, hashingInto: hasher)
+        }
+    }
+
     /// The size and ETag of the object of content `sha256`; nil when there is none.
     public func head(sha256: String) throws -> (size: Int64, etag: String)? {
         try client.run { (s3) throws(ObjectStoreError) in try s3.head(Self.key(of: sha256)).map { ($0.size, $0.etag) } }

@@ -71,6 +71,30 @@ struct LiveS3Tests {
         #expect(back == bytes)
     }
 
+    @Test("a range is fetched into its place in a file and hashed on the way; a 404's body never reaches the file")
+    func rangeIntoFile() throws {
+        let s3 = try client()
+        let bytes = (0..<1_000_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 / 999) }
+        try s3.put("chunked", bytes: bytes)
+        let path = "/tmp/albumfs-s3-range-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(path) }
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        defer { close(fd) }
+        let sentinel = [UInt8](repeating: 0xEE, count: 1_000_000)
+        #expect(sentinel.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } == sentinel.count)
+        let hasher = SHA256()
+        #expect(try s3.get("chunked", range: 300_000..<700_000, into: fd, at: 300_000, hashingInto: hasher) == 400_000)
+        #expect(hasher.finishBytes() == SHA256.digest(Array(bytes[300_000..<700_000])))
+        #expect(throws: ObjectStoreError.notFound("get missing")) {
+            try s3.get("missing", range: 0..<100, into: fd, at: 0, hashingInto: SHA256())
+        }
+        var back = [UInt8](repeating: 0, count: 1_000_000)
+        #expect(back.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) } == back.count)
+        #expect(Array(back[300_000..<700_000]) == Array(bytes[300_000..<700_000]))
+        #expect(Array(back[..<300_000]) == Array(sentinel[..<300_000]), "the 404's body was written into the file")
+        #expect(Array(back[700_000...]) == Array(sentinel[700_000...]))
+    }
+
     @Test("an object past the multipart threshold goes up in signed parts; an unfinished upload a crash left is aborted first")
     func multipart() throws {
         let server = try #require(server)

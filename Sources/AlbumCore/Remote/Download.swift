@@ -157,21 +157,24 @@ final class Download: Sendable {
                 while failure.withLock({ $0 == nil }), let index = state.withLock({ $0.takeNext(inOrderOnly: checkedWhole) }) {
                     if isStopped() { throw LibraryError.remote("asset \(id): the mount ended before its data came from the bucket") }
                     let range = digest.range(ofChunk: index)
-                    let bytes = try fetch(range, backend)
+                    // Straight into its place in the fetch file, hashed on the way; landed (readable)
+                    // only once it matched.
                     if let expected = digest.digest(ofChunk: index) {
-                        guard SHA256.digest(bytes)[...] == expected else {
+                        let hasher = SHA256()
+                        try fetch(range, backend, hashingInto: hasher)
+                        guard hasher.finishBytes()[...] == expected else {
                             throw LibraryError.remote("asset \(id): the bucket's object \(digest.sha256) holds other data "
                                                       + "than the library recorded (bytes \(range.lowerBound)–\(range.upperBound))")
                         }
                     } else {
-                        whole.withLock { hasher in bytes.withUnsafeBytes { hasher.update($0) } }
+                        // One fetcher, in order: the lock is never waited for.
+                        try whole.withLock { (hasher) throws(LibraryError) in try fetch(range, backend, hashingInto: hasher) }
                     }
-                    try write(bytes, at: range.lowerBound)
                     state.withLock { state in
                         state.lastProgress = WaitableValue<State>.now()
                         if !checkedWhole {
                             state.landed[index] = true
-                            state.landedBytes += Int64(bytes.count)
+                            state.landedBytes += Int64(range.count)
                         }
                     }
                 }
@@ -203,27 +206,18 @@ final class Download: Sendable {
         }
     }
 
-    private func fetch(_ range: Range<Int64>, _ backend: any ObjectBackend) throws -> [UInt8] {
-        let bytes: [UInt8]
+    private func fetch(_ range: Range<Int64>, _ backend: any ObjectBackend, hashingInto hasher: SHA256) throws(LibraryError) {
+        let count: Int64
         do {
-            bytes = try backend.fetch(sha256: digest.sha256, range: range)
+            count = try backend.fetch(sha256: digest.sha256, range: range, into: descriptor, hashingInto: hasher)
+        } catch let error as LibraryError {
+            throw error
         } catch {
             throw LibraryError.remote("asset \(id): its data is only in the bucket and cannot be had: \(error)")
         }
-        guard bytes.count == range.count else {
+        guard count == range.count else {
             throw LibraryError.remote("asset \(id): the bucket's object \(digest.sha256) is shorter than the library recorded "
-                                      + "(\(bytes.count) bytes at \(range.lowerBound), not \(range.count))")
-        }
-        return bytes
-    }
-
-    private func write(_ bytes: [UInt8], at offset: Int64) throws(LibraryError) {
-        var done = 0
-        while done < bytes.count {
-            let wrote = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }
-            if wrote < 0 && errno == EINTR { continue }
-            guard wrote > 0 else { throw LibraryError(errno: errno) }
-            done += wrote
+                                      + "(\(count) bytes at \(range.lowerBound), not \(range.count))")
         }
     }
 
