@@ -34,14 +34,22 @@ Run:   python3 -m pytest Tests/integration          (as root, as CI does, or as 
   request holds) is reported with its threads' kernel stacks and its connection is
   aborted, so that neither it nor the processes using the mount stay hung.
 - $ALBUMFS_TEST_OPTIONS (comma-separated) is added to every mount's `-o`.
+- $ALBUMFS_TEST_REMOTE=1: every store a fixture makes for root has a remote
+  (SEMANTICS.md § Remote storage): a bucket of its own on one radosgw the session
+  starts and stops. A mount the test leaves mounted is then checked at its end:
+  `albumfs sync --wait` (every closed photo in the bucket), and once unmounted
+  `fsck` and `fsck --remote` are clean. scripts/test runs the concurrency and
+  data-path tests so, on both data paths.
 - Every subprocess has a timeout; `run()` checks the exit status and shows the
   output of a failed command.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import subprocess
 import threading
 from pathlib import Path
 
@@ -59,11 +67,15 @@ from albumfs_testlib import (  # noqa: F401  (run is re-exported for tests); fir
     run,
 )
 from albumfs_mount import Mount as AlbumfsMount, MountError, quiet  # noqa: E402
+from objectstore import ObjectStore, running_object_store  # noqa: E402
 
 DEFAULT_TEST_TIMEOUT = 300
 # Options every mount of the run gets first, e.g. ALBUMFS_TEST_OPTIONS=nopassthrough
 # (scripts/test runs the data-path tests a second time so).
 EXTRA_MOUNT_OPTIONS = [o for o in os.environ.get("ALBUMFS_TEST_OPTIONS", "").split(",") if o]
+REMOTE = os.environ.get("ALBUMFS_TEST_REMOTE") == "1"
+REMOTE_SYNC_TIMEOUT = 180   # uploads are eventual; sync --wait is the event, this only its bound
+_session_gateway: list[ObjectStore] = []   # the radosgw of an ALBUMFS_TEST_REMOTE run
 
 
 def pytest_configure(config):
@@ -72,7 +84,8 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return [f"albumfs binary: {ALBUMFS}, extra mount options: {','.join(EXTRA_MOUNT_OPTIONS) or 'none'}",
+    return [f"albumfs binary: {ALBUMFS}, extra mount options: {','.join(EXTRA_MOUNT_OPTIONS) or 'none'}"
+            + (", every store with a remote (ALBUMFS_TEST_REMOTE=1)" if REMOTE else ""),
             f"crash test: ALBUMFS_CRASH_SEED={CRASH_SEED} ALBUMFS_CRASH_ITERATIONS={CRASH_ITERATIONS}"]
 
 
@@ -102,7 +115,12 @@ def fuse_environment():
     # The watchdog and the reaping of a daemon that SIGKILL cannot end abort the FUSE
     # connection through fusectl; without it a deadlocked daemon hangs its callers for good.
     ensure_fusectl()
-    yield
+    if REMOTE:
+        with running_object_store() as gateway:
+            _session_gateway.append(gateway)
+            yield
+    else:
+        yield
     remove_public_albumfs()   # the copy that other users run, if a test made it
 
 
@@ -136,11 +154,19 @@ class Mount(AlbumfsMount):
         if uid is not None:
             os.chown(self.thumbnail_home, uid, uid)
         env = {"XDG_CACHE_HOME": str(self.thumbnail_home), **(env or {})}
+        # ALBUMFS_TEST_REMOTE: a store made here for root has a remote, a bucket of its own.
+        self.remote = REMOTE and make_store and store is None and uid is None
+        remote_init = []
+        if self.remote:
+            gateway = _session_gateway[0]
+            env |= {"AWS_ACCESS_KEY_ID": gateway.access_key, "AWS_SECRET_ACCESS_KEY": gateway.secret_key}
+            bucket = "t" + hashlib.sha256(str(base).encode()).hexdigest()[:16]
+            remote_init = ["--remote", f"s3://{bucket}/lib", "--endpoint", gateway.endpoint]
         super().__init__(binary, store if store is not None else base / "store", mp,
                          log=base / "albumfs.log", options=EXTRA_MOUNT_OPTIONS, prefix=as_owner,
                          env=env, create=not make_store)
         if make_store:
-            run([*as_owner, binary, "init", self.store], timeout=30)
+            run([*as_owner, binary, "init", *remote_init, self.store], timeout=30, env={**os.environ, **env})
         self.expect_mounted = False
         self.watchdog_fired = False
 
@@ -185,6 +211,24 @@ class Mount(AlbumfsMount):
         except MountError as error:
             pytest.fail(str(error), pytrace=False)
 
+    def check_remote(self) -> list[str]:
+        """ALBUMFS_TEST_REMOTE, at a test's end while still mounted: every closed photo reaches
+        the bucket (sync --wait), and once unmounted fsck and fsck --remote are clean. What
+        failed, as lines for the test's report."""
+        def albumfs(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([ALBUMFS, *args], env={**os.environ, **self.env}, capture_output=True,
+                                  text=True, timeout=REMOTE_SYNC_TIMEOUT + 60, stdin=subprocess.DEVNULL)
+        synced = albumfs("sync", "--wait", "--timeout", str(REMOTE_SYNC_TIMEOUT), str(self.mp))
+        if synced.returncode != 0:
+            return [f"albumfs sync --wait exited {synced.returncode}: {synced.stdout}{synced.stderr}"]
+        self.unmount()
+        problems = []
+        for check in (["fsck", "--store", str(self.store)], ["fsck", "--remote", "--store", str(self.store)]):
+            done = albumfs(*check)
+            if done.returncode != 0:
+                problems.append(f"albumfs {' '.join(check)} exited {done.returncode}: {done.stdout}{done.stderr}")
+        return problems
+
     def watchdog(self) -> None:
         """Called from a timer thread when a test runs too long: break the mount loose."""
         self.watchdog_fired = True
@@ -218,6 +262,8 @@ def mount(tmp_path, request):
                 late.append(f"{m.mp} vanished from the mount table during the test")
             elif m.proc.poll() is not None:
                 late.append(f"the daemon died during the test (status {m.proc.returncode})")
+            elif m.remote and not _failed(request):
+                late += m.check_remote()
     finally:
         timer.cancel()
         late += m.cleanup()
@@ -265,6 +311,8 @@ def mount_factory(tmp_path, request):
                     late.append(f"{m.mp} vanished from the mount table during the test")
                 elif m.expect_mounted and m.proc.poll() is not None:
                     late.append(f"the daemon of {m.mp} died during the test (status {m.proc.returncode})")
+                elif m.expect_mounted and m.remote and not _failed(request):
+                    late += m.check_remote()
     finally:
         timer.cancel()
         for m in made:
@@ -277,6 +325,11 @@ def mount_factory(tmp_path, request):
         pytest.fail(f"watchdog: test ran longer than {budget} s; its mounts were aborted", pytrace=False)
     if late:
         pytest.fail("\n".join(late), pytrace=False)
+
+
+def _failed(request) -> bool:
+    call = getattr(request.node, "rep_call", None)
+    return call is not None and call.failed
 
 
 def _budget(request) -> float:
