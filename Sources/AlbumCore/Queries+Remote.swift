@@ -78,13 +78,14 @@ extension Database {
 
     /// Records that the bucket holds `asset`'s data as the object `digest`
     /// names; the object it had before goes to the deletes if nothing else
-    /// needs it, and this one leaves them (it is needed again).
-    func setRemoteObject(_ asset: NodeID, _ digest: ObjectDigest, etag: String, modified: Nanoseconds) throws {
+    /// needs it, and this one leaves them (it is needed again). `etag` nil:
+    /// not known (`fsck --remote` then checks the size alone).
+    func setRemoteObject(_ asset: NodeID, _ digest: ObjectDigest, etag: String?, modified: Nanoseconds) throws {
         let previous = try remoteObject(of: asset)?.digest.sha256
         try statement("""
             INSERT OR REPLACE INTO remote_objects(asset, sha256, size, data_mtime, chunk_sha256, etag) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
             """).bind(.int(asset), .text(digest.sha256), .int(digest.size), .int(modified), digest.chunks.map { .blob($0) } ?? .null,
-                      .text(etag)).run()
+                      etag.map { .text($0) } ?? .null).run()
         try statement("DELETE FROM remote_deletes WHERE sha256 = ?1").bind(.text(digest.sha256)).run()
         if let previous, previous != digest.sha256 { try deleteObjectIfUnneeded(previous) }
     }

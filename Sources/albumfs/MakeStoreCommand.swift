@@ -2,10 +2,11 @@ import AlbumCore
 import Glibc
 
 /// `albumfs make-store STORE [--assets N] [--album-size K] [--album-name NAME]
-/// [--size BYTES]` and `albumfs make-store --forget-facts STORE`: hidden
+/// [--size BYTES] [--remote-only s3://BUCKET/PREFIX --endpoint URL]` and `albumfs make-store --forget-facts STORE`: hidden
 /// commands for the benchmark and the scale tests (Library.generateAssets):
 /// a store of N assets made through the library itself, created first if
-/// missing; or a store's facts forgotten (a cold read of them all).
+/// missing (with `--remote-only`, every asset as if uploaded there and
+/// evicted); or a store's facts forgotten (a cold read of them all).
 struct MakeStoreCommand {
     var store = ""
     var assets = 1_000_000
@@ -13,6 +14,8 @@ struct MakeStoreCommand {
     var albumName = "Big"
     var size: Int64 = 0
     var forgetFacts = false
+    var remoteOnly: String?
+    var endpoint: String?
 
     init(parsing arguments: [String]) throws(CommandFailure) {
         var rest = arguments[...]
@@ -32,6 +35,8 @@ struct MakeStoreCommand {
             case "--album-name": albumName = try value(argument)
             case "--size": size = Int64(try number(argument))
             case "--forget-facts": forgetFacts = true
+            case "--remote-only": remoteOnly = try value(argument)
+            case "--endpoint": endpoint = try value(argument)
             default:
                 if argument.hasPrefix("-") { throw .usage("make-store: unknown option \(argument)") }
                 positional.append(argument)
@@ -39,6 +44,7 @@ struct MakeStoreCommand {
         }
         guard positional.count == 1 else { throw .usage("make-store: expected one STORE") }
         store = positional[0]
+        guard (remoteOnly == nil) == (endpoint == nil) else { throw .usage("make-store: --remote-only and --endpoint go together") }
     }
 
     func run() throws(CommandFailure) -> Int32 {
@@ -55,10 +61,12 @@ struct MakeStoreCommand {
                     print("make-store: \(location.root): facts forgotten")
                     return
                 }
+                let remote = remoteOnly.flatMap { url in endpoint.map { RemoteConfiguration(url: url, endpoint: $0, region: "us-east-1", profile: nil) } }
                 let ids = try library.generateAssets(count: assets, size: size, albumName: albumSize > 0 ? Array(albumName.utf8) : nil,
-                                                     albumSize: albumSize, by: owner)
+                                                     albumSize: albumSize, remoteOnly: remote, by: owner)
                 let range = ids.map { " (ids \($0.lowerBound)..\($0.upperBound), \(size) bytes each)" } ?? ""
-                print("make-store: \(location.root): \(assets) assets\(range)" + (albumSize > 0 ? ", album Albums/\(albumName) of \(albumSize)" : ""))
+                print("make-store: \(location.root): \(assets) assets\(range)" + (albumSize > 0 ? ", album Albums/\(albumName) of \(albumSize)" : "")
+                      + (remote.map { ", all only in \($0.url) (recorded, not uploaded)" } ?? ""))
             }
         } catch .exists {
             throw CommandFailure(.unusableStore, "\(location.root) already holds assets or albums; give a new store")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from albumfs_testlib import ALBUMFS, names, payload, run, sha256, write
+from albumfs_testlib import ALBUMFS, REPO_ROOT, names, payload, run, sha256, write
 from objectstore import running_object_store
 
 SYNC_TIMEOUT = 120   # uploads are eventual; sync --wait is the event, this only its bound
@@ -298,3 +298,35 @@ def test_remote_attach_uploads_an_existing_library_and_refuses_a_mounted_one(gat
         {sha256(d) for d in photos.values()}
     again = subprocess.run(attach, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert again.returncode == 0 and "(0 uploaded)" in again.stdout, again
+
+
+def test_a_generated_remote_only_store_lists_stats_and_reads_like_one_uploaded(gateway, mount_factory, tmp_path):
+    """The scale bench's remote-only library (`scripts/make-store --remote-only`, SEMANTICS.md
+    § Remote storage): every asset recorded in the bucket and evicted, no content file. It passes
+    fsck; mounted, each photo is `remote` with its size and no local blocks; once its one object
+    (the assets are all 8 MiB of zeros) is in the bucket, put there by s3cmd, a read fetches and
+    checks it chunk by chunk (so the digests make-store recorded are right), and fsck --remote
+    is clean."""
+    size = 8 << 20
+    keys = {"AWS_ACCESS_KEY_ID": gateway.access_key, "AWS_SECRET_ACCESS_KEY": gateway.secret_key}
+    m = mount_factory("gen", start=False, env=keys)
+    made = run([REPO_ROOT / "scripts" / "make-store", m.store, "--assets", "50", "--album-size", "10",
+                "--size", str(size), "--remote-only", "s3://generated/lib", "--endpoint", gateway.endpoint],
+               env={**os.environ, "ALBUMFS_BIN": os.fspath(ALBUMFS)}, text=True)
+    assert "all only in s3://generated/lib" in made.stdout, made.stdout
+    p = run([ALBUMFS, "fsck", "--store", m.store], text=True, check=False)
+    assert p.returncode == 0 and "consistent" in p.stdout, f"fsck: exit {p.returncode}\n{p.stdout}{p.stderr}"
+    m.start()
+    first = m.albums / "Big" / "IMG_0000000.JPG"
+    assert len(names(m.roll)) == 50
+    assert {storage(m.roll / n) for n in names(m.roll)} == {"remote"}
+    assert os.stat(first).st_size == size and os.stat(first).st_blocks == 0
+    zeros = tmp_path / "zeros"
+    zeros.write_bytes(bytes(size))
+    gateway.s3cmd("mb", "s3://generated")
+    gateway.s3cmd("put", str(zeros), f"s3://generated/lib/objects/{sha256(bytes(size))[:2]}/{sha256(bytes(size))}")
+    assert first.read_bytes() == bytes(size)
+    m.unmount()
+    checked = subprocess.run([ALBUMFS, "fsck", "--remote", "--store", m.store], env={**os.environ, **keys},
+                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -139,12 +139,12 @@ def kill_group(process: subprocess.Popen, wait: float, on_stuck=None, log=None) 
         log(f"process {process.pid} does not die; leaving it")
 
 
-def run_bounded(argv, timeout: float) -> tuple[int | None, str, str]:
-    """Runs argv; returns (exit status, stdout, stderr), status None when it did not end in time
-    (then it is killed, see kill_group)."""
+def run_bounded(argv, timeout: float, env: dict | None = None) -> tuple[int | None, str, str]:
+    """Runs argv (in env, default this process's); returns (exit status, stdout, stderr), status
+    None when it did not end in time (then it is killed, see kill_group)."""
     process = subprocess.Popen([os.fspath(a) for a in argv], stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, env=env)
     try:
         out, err = process.communicate(timeout=timeout)
         return process.returncode, out, err
@@ -340,7 +340,8 @@ class Mount:
             raise MountError(f"{self.mp} is already mounted")
         self.starts += 1
         start = time.perf_counter()
-        status, _, err = run_bounded(self._command(False, None, None), timeout)
+        # The daemon it leaves behind has this environment too (keys, XDG_CACHE_HOME).
+        status, _, err = run_bounded(self._command(False, None, None), timeout, env={**os.environ, **self.env})
         seconds = time.perf_counter() - start
         pids = daemon_pids(self.store)
         with self._lock:

@@ -58,7 +58,46 @@ def run(bench):
     rss, hwm = mount.status("VmRSS"), mount.status("VmHWM")
     lines.append(f"daemon after mount and the listings: VmRSS {rss / 1024:.1f} MiB, VmHWM {hwm / 1024:.1f} MiB "
                  f"(bar < 100 MiB)" if rss and hwm else "daemon RSS: unknown")
+    local_rss = browsed_rss(bench, mount, mnt)
     mount.unmount()
+    lines += remote_only_memory(bench, n, k, local_rss)
     bench.scale_rows = bench.rows[start_rows:]
     del bench.rows[start_rows:]
     bench.scale_lines = lines
+
+
+def browsed_rss(bench, mount, mnt) -> int | None:
+    """The daemon's VmRSS (KiB) after one of each browse of the whole library: ls -l of the album
+    and of the roll, du -s of the roll (every asset looked up and stat'ed)."""
+    for command in ("ls -l {}/Albums/Big", "ls -l {}/'Camera Roll'", "du -s {}/'Camera Roll'"):
+        bench.sh(command.format(q(mnt)) + " > /dev/null", timeout=max(bench.timeout, 600))
+    return mount.status("VmRSS")
+
+
+def remote_only_memory(bench, n, k, local_rss) -> list[str]:
+    """The same library with every original only in a bucket (make-store --remote-only: recorded
+    as uploaded and evicted, no content file; the endpoint is a closed port, as browsing needs
+    no network): the daemon's VmRSS after the same browses, against the local library's (bar
+    ≤ 1.2 ×)."""
+    store = os.path.join(bench.work, "scale-remote-store")
+    mnt = os.path.join(bench.work, "scale-remote-mnt")
+    seconds, out = bench.sh(f"ALBUMFS_BIN={q(bench.binary)} {q(os.path.join(REPO, 'scripts', 'make-store'))} "
+                           f"{q(store)} --assets {n} --album-size {k} --remote-only s3://albumfs-scale/lib "
+                           f"--endpoint http://127.0.0.1:9", capture=True, timeout=max(bench.timeout, 1800))
+    log("  " + out.strip())
+    mount = Mount(bench.binary, store, mnt, bench.mount_options, create=False)
+    mount.env.update({"AWS_ACCESS_KEY_ID": "albumfs-scale", "AWS_SECRET_ACCESS_KEY": "albumfs-scale"})
+    bench.mounts.append(mount)
+    mount.mount(timeout=120)
+    try:
+        remote_rss = browsed_rss(bench, mount, mnt)
+    finally:
+        mount.unmount()
+    if not (local_rss and remote_rss):
+        return ["daemon RSS, remote-only against local: unknown"]
+    ratio = remote_rss / local_rss
+    if ratio > 1.2:
+        bench.problem(f"scale: the remote-only library's daemon has {ratio:.2f} × the local one's VmRSS (bar ≤ 1.2)")
+    return [f"daemon VmRSS after ls -l of the album and the roll and du -s of the roll: {n} remote-only assets "
+            f"(made in {seconds:.1f} s) {remote_rss / 1024:.1f} MiB, the same library local {local_rss / 1024:.1f} MiB: "
+            f"{ratio:.2f} × (bar ≤ 1.2)"]
