@@ -199,10 +199,13 @@ public final class S3Client {
 
     // MARK: requests
 
-    private var bucketPath: String { "/" + S3Path.encode(location.bucket, keepingSlashes: false) }
+    /// The bucket's path: `/BUCKET`, or `/` on the bucket's own host (virtual-host).
+    private var bucketPath: String {
+        location.addressing == .virtualHost ? "/" : "/" + S3Path.encode(location.bucket, keepingSlashes: false)
+    }
 
     private func objectPath(_ key: String) -> String {
-        bucketPath + "/" + S3Path.encode(location.prefix + key, keepingSlashes: true)
+        (location.addressing == .virtualHost ? "" : bucketPath) + "/" + S3Path.encode(location.prefix + key, keepingSlashes: true)
     }
 
     private func send(_ method: String, path: String, query: [(name: String, value: String)] = [],
@@ -214,7 +217,7 @@ public final class S3Client {
         let signed = signer.sign(request, at: now())
         let queryString = query.map { "\(S3Path.encode($0.name, keepingSlashes: false))=\(S3Path.encode($0.value, keepingSlashes: false))" }
             .joined(separator: "&")
-        let url = location.endpoint + path + (queryString.isEmpty ? "" : "?" + queryString)
+        let url = location.base + path + (queryString.isEmpty ? "" : "?" + queryString)
         return try connection.perform(method: method, url: url, headers: headers + signed, body: body, into: sink)
     }
 

@@ -71,6 +71,29 @@ struct LiveS3Tests {
         #expect(back == bytes)
     }
 
+    @Test("virtual-host addressing (BUCKET.localhost: radosgw's rgw_dns_name): the bucket made, objects put, read, listed, deleted")
+    func virtualHost() throws {
+        let server = try #require(server)
+        let port = try #require(server.endpoint.split(separator: ":").last)
+        let bucket = "v" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let location = try RemoteLocation(url: "s3://\(bucket)/lib räume/", endpoint: "http://localhost:\(port)",
+                                          region: server.region, addressing: .virtualHost)
+        #expect(location.host == "\(bucket).localhost:\(port)")
+        let s3 = try S3Client(location: location, credentials: server.credentials)
+        try s3.createBucket()
+        let data = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try s3.put("a/IMG 1.jpg", bytes: data)
+        #expect(try s3.get("a/IMG 1.jpg", range: 5..<9) == Array(data[5..<9]))
+        #expect(try s3.list("a/").map(\.key) == ["a/IMG 1.jpg"])
+        // The same object, path-style: one bucket, two ways of naming it.
+        let pathStyle = try S3Client(location: RemoteLocation(url: "s3://\(bucket)/lib räume/", endpoint: server.endpoint,
+                                                             region: server.region, addressing: .path),
+                                     credentials: server.credentials)
+        #expect(try pathStyle.get("a/IMG 1.jpg") == data)
+        try s3.delete("a/IMG 1.jpg")
+        #expect(try pathStyle.head("a/IMG 1.jpg") == nil)
+    }
+
     @Test("a range is fetched into its place in a file and hashed on the way; a 404's body never reaches the file")
     func rangeIntoFile() throws {
         let s3 = try client()

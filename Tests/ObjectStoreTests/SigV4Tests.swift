@@ -51,6 +51,16 @@ struct ObjectStoreParsingTests {
         #expect(XMLFields.value("NextContinuationToken", in: xml) == "tok")
     }
 
+    @Test("virtual-host addressing for AWS endpoints and dot-free buckets, path-style for every other store")
+    func addressing() throws {
+        let aws = try RemoteLocation(url: "s3://photos/alice", endpoint: "https://s3.eu-west-1.amazonaws.com", region: "eu-west-1")
+        #expect(aws.addressing == .virtualHost && aws.host == "photos.s3.eu-west-1.amazonaws.com"
+                && aws.base == "https://photos.s3.eu-west-1.amazonaws.com")
+        #expect(try RemoteLocation(url: "s3://my.photos/a", endpoint: "https://s3.amazonaws.com").addressing == .path)
+        let nas = try RemoteLocation(url: "s3://photos/alice", endpoint: "http://nas:7480")
+        #expect(nas.addressing == .path && nas.host == "nas:7480" && nas.base == "http://nas:7480")
+    }
+
     @Test("s3://BUCKET/PREFIX on an endpoint; bad ones are refused with a reason")
     func locations() throws {
         let location = try RemoteLocation(url: "s3://photos/alice/lib", endpoint: "http://127.0.0.1:7480/")
