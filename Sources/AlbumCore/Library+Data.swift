@@ -225,16 +225,19 @@ extension Library {
     /// in the same lock hold; `closing`: then forgets a file nobody has open.
     private func commit(_ file: OpenFile, closing: Bool = false,
                         _ take: (OpenFiles, borrowing DatabaseHeld) -> OpenFiles.Commit) throws(LibraryError) {
+        // Before the commit that may queue its upload: the uploader must never
+        // see the queued file before the write that settling waits for.
+        if file.isWritable { remoteSync.withLock { $0 }?.noteWrite(wake: false) }
         try commit(file.id, closing: closing, take)
     }
 
     private func commit(_ id: NodeID, closing: Bool,
                         _ take: (OpenFiles, borrowing DatabaseHeld) -> OpenFiles.Commit) throws(LibraryError) {
         let (openFiles, pausePoints) = (self.openFiles, self.pausePoints)
-        try locked { db, held in
+        let committed = try locked { db, held -> Bool in
             defer { if closing { openFiles.forgetIfClosed(id, held) } }
             let commit = take(openFiles, held)
-            guard !commit.isEmpty else { return }
+            guard !commit.isEmpty else { return false }
             do {
                 try db.transaction {
                     if let a = commit.snapshot?.attributes {
@@ -249,8 +252,10 @@ extension Library {
                 throw error
             }
             if let snapshot = commit.snapshot { openFiles.committed(snapshot, held) }
+            return true
         }
-        wakeRemoteSync()
+        // Data was written: the uploader waits for writes to settle (RemoteSync).
+        if committed { remoteSync.withLock { $0 }?.noteWrite(wake: true) } else { wakeRemoteSync() }
     }
 
     /// Makes the file's data and metadata durable against power loss: its

@@ -69,7 +69,10 @@ extension Library {
             }
             if id == FixedNode.root, name == Self.uploadingAttribute, remote != nil {
                 // As for indexing: a file still open for writing is uploaded after its last close.
-                return Array(String(try uploadsQueued() + Int64(openFiles.filesOpenForWriting)).utf8)
+                let waiting = try uploadsQueued() + Int64(openFiles.filesOpenForWriting)
+                // Someone waits for them (sync --wait reads this): no settling first.
+                if waiting > 0 { remoteSync.withLock { $0 }?.hurry() }
+                return Array(String(waiting).utf8)
             }
             if name == Self.keepAttribute, remote != nil {
                 return Array((try isKeptLocal(id) ? "1" : "0").utf8)

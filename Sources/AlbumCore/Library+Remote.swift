@@ -18,7 +18,7 @@ extension Library {
     /// Starts uploading through `backend` (the mount, for a store with a remote).
     public func startRemoteSync(_ backend: any ObjectBackend) {
         guard remote != nil, !isReadOnly else { return }
-        let sync = RemoteSync(backend: backend)
+        let sync = RemoteSync(backend: backend, settle: options.uploadSettle)
         remoteSync.withLock { $0 = sync }
         sync.start(for: self)
     }

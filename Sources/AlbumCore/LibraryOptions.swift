@@ -12,6 +12,9 @@ public struct LibraryOptions: Sendable {
     /// With a remote: the most bytes of originals kept on the local disk
     /// (`-o cache_size`); nil: every original stays local too.
     public var cacheSize: Int64?
+    /// Seconds with no write committed before the uploader starts a step
+    /// (RemoteSync: an import has the machine to itself; `sync --wait` skips it).
+    public var uploadSettle: Double = 1
     /// With a remote: how long a read of data only in the bucket waits with
     /// nothing coming before it fails with EIO (`-o remote_timeout`, seconds).
     public var remoteTimeout: Double = 10

@@ -32,7 +32,7 @@ struct RemoteFixture {
     let remote: RemoteConfiguration
     let bucket: S3Client
 
-    init(trashDays: Int = 30, cacheSize: Int64? = nil, endpoint: String? = nil,
+    init(trashDays: Int = 30, cacheSize: Int64? = nil, endpoint: String? = nil, uploadSettle: Double? = nil,
          log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         let gateway = try #require(gateway)
         let name = "r" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
@@ -41,6 +41,7 @@ struct RemoteFixture {
         try bucket.createBucket()
         var options = LibraryOptions(trashDays: trashDays)
         options.cacheSize = cacheSize
+        if let uploadSettle { options.uploadSettle = uploadSettle }
         options.log = log
         store = try TestStore(options: options)
         try store.library.setRemote(remote, everyAsset: false)

@@ -213,6 +213,22 @@ struct RemoteSyncTests {
         #expect(refusing.attempts.withLock { $0 } <= 2, "the uploader retried once per file closed while the store failed")
     }
 
+    @Test("uploads wait for writes to settle (here 60 s), and start at once when someone waits for them (sync --wait reads the root's user.albumfs.uploading)")
+    func uploadsWaitForWritesToSettle() throws {
+        let f = try RemoteFixture(uploadSettle: 60)
+        try f.start()
+        defer { f.store.library.stopRemoteSync() }
+        let id = try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("settling"))
+        // A bounded look at what must not happen for 60 s: no upload in the next 1.5 s.
+        usleep(1_500_000)
+        #expect(f.storage(id) == "uploading", "uploaded while writes were still settling")
+        #expect(try f.store.library.extendedAttribute(TestStore.root, Array("user.albumfs.uploading".utf8)) == Array("1".utf8))
+        // That read is sync --wait's: the upload starts now, not 60 s after the write (nor 30 s
+        // after, when a deferral ends however busy the writers are).
+        try f.synced(timeout: 20)
+        #expect(f.storage(id) == "both")
+    }
+
     @Test("an original fetched back over the cache bound is evicted again once it is closed, not at the uploader's next idle look 30 s later")
     func evictedAgainAfterClose() throws {
         let f = try RemoteFixture()

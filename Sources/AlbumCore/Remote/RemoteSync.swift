@@ -17,6 +17,14 @@ import Synchronization
 /// A failure (unreachable, refused, the data changed while it was read) is
 /// retried after a pause that doubles up to a minute (work queued meanwhile
 /// does not cut it short), for as long as it takes; nothing is dropped.
+///
+/// While files are being written the worker waits for the writes to
+/// settle: it starts nothing until none has been committed for `settle`
+/// seconds (1), so that an import has the machine to itself (on two cores, the
+/// uploads and the server taking them made `cp -r` of 300 photos 1.15 × as
+/// long as into a local library). Not longer than `longestDeferral` (a
+/// long import's photos do not wait for its end), and not at all while
+/// someone waits for the uploads (`hurry`: `sync --wait`).
 final class RemoteSync: Sendable {
     let backend: any ObjectBackend
     private let wakeUp = DispatchSemaphore(value: 0)
@@ -25,9 +33,17 @@ final class RemoteSync: Sendable {
     /// The last failure (Library.lastRemoteError; each new one is logged once), nil once a step works.
     let lastError = Mutex<String?>(nil)
     static let longestPause: Double = 60
+    /// `LibraryOptions.uploadSettle`.
+    let settle: Double
+    static let longestDeferral: Double = 30
+    /// When data was last committed (monotonic seconds).
+    private let lastWrite = Mutex<Double>(0)
+    /// Someone waits for the uploads: until the queue is empty, no settling.
+    private let hurried = Atomic<Bool>(false)
 
-    init(backend: any ObjectBackend) {
+    init(backend: any ObjectBackend, settle: Double = 1) {
         self.backend = backend
+        self.settle = settle
     }
 
     /// Starts the worker for `library` (which it does not keep alive).
@@ -49,6 +65,37 @@ final class RemoteSync: Sendable {
     /// Something was queued: look now.
     func wake() { wakeUp.signal() }
 
+    /// A file's written data is being committed (`wake`: it was: look once
+    /// writes settle).
+    func noteWrite(wake: Bool) {
+        lastWrite.withLock { $0 = WaitableValue<Int>.now() }
+        if wake { wakeUp.signal() }
+    }
+
+    /// Someone waits for the queue to empty: start now.
+    func hurry() {
+        if !hurried.exchange(true, ordering: .relaxed) { wakeUp.signal() }
+    }
+
+    /// When the current deferral began (nil: none is under way).
+    private let deferringSince = Mutex<Double?>(nil)
+
+    /// When the next step may start, if not now (writes still settling).
+    private func deferral() -> DispatchTime? {
+        let now = WaitableValue<Int>.now()
+        let quiet = lastWrite.withLock { $0 } + settle
+        return deferringSince.withLock { since in
+            guard quiet > now, !hurried.load(ordering: .relaxed) else {
+                since = nil
+                return nil
+            }
+            let began = since ?? now
+            since = began
+            let until = min(quiet, began + Self.longestDeferral)
+            return until > now ? .now() + (until - now) : nil
+        }
+    }
+
     /// At the end of a mount: no step starts after this, and no step's result
     /// is written after it returns (a step still under way after `timeout`
     /// finds the worker stopped when it takes the database lock; what it did
@@ -68,6 +115,11 @@ final class RemoteSync: Sendable {
         // Whether the database may hold a failure for stats (an earlier mount's, at first).
         var failureRecorded = true
         while !isStopped {
+            if let until = deferral() {
+                _ = wakeUp.wait(timeout: until)
+                while wakeUp.wait(timeout: .now()) == .success {}
+                continue
+            }
             guard let outcome = library().map({ library in
                 let outcome = step(library)
                 // The cache's bound, after every upload and when idle.
@@ -75,6 +127,8 @@ final class RemoteSync: Sendable {
                 return outcome
             }) else { return }
             switch outcome {
+            case .deferred:
+                continue
             case .did, .idle:
                 // Working again: the failure stats showed is over.
                 lastError.withLock { $0 = nil }
@@ -86,6 +140,8 @@ final class RemoteSync: Sendable {
                     pause = 1
                     continue
                 }
+                // The queue is empty: whoever hurried it is served.
+                hurried.store(false, ordering: .relaxed)
                 _ = wakeUp.wait(timeout: .now() + 30)
                 // One look answers every wake-up so far (an import signals once a file).
                 while wakeUp.wait(timeout: .now()) == .success {}
@@ -106,7 +162,7 @@ final class RemoteSync: Sendable {
         }
     }
 
-    private enum Outcome { case did, idle, failed(String) }
+    private enum Outcome { case did, idle, deferred, failed(String) }
 
     /// One delete owed, else one upload queued.
     private func step(_ library: Library) -> Outcome {
@@ -115,6 +171,9 @@ final class RemoteSync: Sendable {
                 return try delete(sha256, library)
             }
             guard let (asset, ticket) = try library.read({ db in try db.nextUpload() }) else { return .idle }
+            // A write noted after the look before this step (it is noted
+            // before the commit that queued what was just read): settle first.
+            if deferral() != nil { return .deferred }
             return try upload(asset, ticket: ticket, library)
         } catch {
             return .failed("\(error)")
