@@ -46,6 +46,7 @@ import os
 import random
 import shutil
 import signal
+import threading
 import time
 import warnings
 
@@ -59,15 +60,39 @@ ROUNDS = int(os.environ.get("ALBUMFS_CRASH_ROUNDS", "2"))
 BUDGET = 120 + 30 * CRASH_ITERATIONS * ROUNDS
 
 
-def crash_round(m, model: Model, rng: random.Random, round_: int, scratch) -> dict:
-    """Run the workload, kill -9 the daemon at a random moment, detach, remount, check."""
+class UploadHurrier(threading.Thread):
+    """Reads the root's user.albumfs.uploading every 20 ms, as a `sync --wait` running beside
+    the workload does: the uploader then does not wait for the writes to settle (SEMANTICS.md
+    § Remote storage), so that kills land in uploads too. Errors (the killed mount) end it."""
+
+    def __init__(self, mp):
+        super().__init__(daemon=True)
+        self.mp, self.done = mp, threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.02):
+            try:
+                os.getxattr(self.mp, "user.albumfs.uploading")
+            except OSError:
+                return
+
+
+def crash_round(m, model: Model, rng: random.Random, round_: int, scratch, hurry_uploads: bool = False) -> dict:
+    """Run the workload, kill -9 the daemon at a random moment, detach, remount, check.
+    hurry_uploads: a store with a remote, its uploads kept going during the workload."""
     delay = rng.uniform(0.05, 1.0)
     load = Workload(str(m.mp), model, rng, round_, scratch)
+    hurrier = UploadHurrier(m.mp) if hurry_uploads else None
     load.start()
+    if hurrier:
+        hurrier.start()
     time.sleep(delay)
     kill_time = time.monotonic()
     os.kill(m.proc.pid, signal.SIGKILL)
     undead = m.reap_killed()   # a daemon SIGKILL cannot end: aborts the connection, says why
+    if hurrier:
+        hurrier.done.set()
+        hurrier.join(timeout=30)
     stuck = load.join(timeout=30)
     m.kill()          # detach the dead mount (fusermount3 -u, then -uz)
     # The daemon's connection watcher (docs/DESIGN.md, "A killed daemon") aborted the connection
@@ -124,7 +149,7 @@ def test_crash_iterations(mount_factory, tmp_path):
             for r in range(ROUNDS):
                 if r:
                     m.start()
-                counts = crash_round(m, model, rng, r, scratch)
+                counts = crash_round(m, model, rng, r, scratch, hurry_uploads=m.remote)
                 if "UNKILLABLE" in counts:
                     unkillable.append(f"iteration {i} (seed {seed}) crash {r + 1}: {counts.pop('UNKILLABLE')}")
                     counts["unkillable"] = "yes"

@@ -83,7 +83,7 @@ def test_remote_crash_iterations(gateway, mount_factory, tmp_path):
         for r in range(ROUNDS):
             if r:
                 m.start()
-            counts = crash_round(m, model, rng, r, scratch)
+            counts = crash_round(m, model, rng, r, scratch, hurry_uploads=True)
             m.unmount()
             assert_fsck_clean(m.store, f"iteration {i} {replay}, after crash {r + 1} and a remount")
             checked = fsck_remote(m)
