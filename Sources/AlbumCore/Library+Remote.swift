@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 import SQLiteKit
 
 /// The store's remote (SEMANTICS.md § Remote storage), from the library's side.
@@ -25,9 +26,18 @@ extension Library {
 
     /// At the end of a mount: no upload or delete is recorded after this
     /// returns (what is left resumes at the next mount).
+    /// The downloads under way stop at their next chunk, and are waited for
+    /// within the same `timeout`: none is left fetching into a library that
+    /// is gone, or into a process that is exiting (a fetcher hashing in
+    /// libcrypto while exit's handlers tore it down crashed the daemon at an
+    /// unmount; the daemon also ends with _exit, for one still stalled).
     public func stopRemoteSync(timeout: Double = 5) {
         guard let sync = remoteSync.withLock({ $0 }) else { return }
+        let deadline = DispatchTime.now() + timeout
         sync.stop(timeout: timeout)
+        if downloadWorkers.wait(timeout: deadline) == .timedOut {
+            options.log("remote: downloads still under way at the end of the mount (they are fetched again when read)")
+        }
         _ = try? read { _ in }
     }
 
@@ -97,9 +107,10 @@ extension Library {
     /// Runs `download`'s worker. Its end (installed or failed) takes it out of
     /// `downloads` under the database lock, as its start put it in.
     private func start(_ download: Download, _ backend: any ObjectBackend) {
-        let (content, downloads, log) = (self.content, self.downloads, options.log)
+        let (content, downloads, log, workers) = (self.content, self.downloads, options.log, downloadWorkers)
         let isStopped: @Sendable () -> Bool = { [weak self] in self?.remoteSync.withLock({ $0 })?.isStopped ?? true }
-        download.run(backend, isStopped: isStopped, finish: { [weak self] download throws(LibraryError) in
+        workers.enter()
+        download.run(backend, isStopped: isStopped, ended: { workers.leave() }, finish: { [weak self] download throws(LibraryError) in
             guard let self else { throw .remote("asset \(download.id): the library closed before its data was installed") }
             try self.write { db in
                 guard !isStopped() else { throw LibraryError.remote("asset \(download.id): the mount ended before its data was installed") }

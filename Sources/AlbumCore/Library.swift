@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 import SQLiteKit
 import Synchronization
 
@@ -51,6 +52,9 @@ public final class Library: Sendable {
     /// Evicted assets whose data is coming back from the bucket now
     /// (`user.albumfs.storage`: downloading). Changed under the database lock.
     let downloads = BlockingLock<[NodeID: Download]>([:])
+    /// Every download's worker, from its start to its end: the end of a
+    /// mount waits for them (`stopRemoteSync`).
+    let downloadWorkers = DispatchGroup()
     /// Assets an open or a truncate is bringing in or about to use (from
     /// before its fetch to its registration or its cut): never evicted then
     /// (counts; `holdData`). Only with a remote.

@@ -483,6 +483,25 @@ struct RemoteReadTests {
         #expect(problems.isEmpty, "\(problems)")
     }
 
+    @Test("the end of a mount waits for a download under way to stop (none is left fetching into a process that exits), bounded by its timeout")
+    func stopWaitsForDownloads() throws {
+        let (f, id, gate) = try Self.evictedVideo()
+        let library = f.store.library
+        let file = try library.open(id, writable: false, truncate: false)
+        #expect(try Self.read(library, file, 0..<4096) == Array(Self.video[0..<4096]))
+        // Its other chunks' fetchers are held in the backend (the gate).
+        let stopped = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            library.stopRemoteSync(timeout: 20)
+            stopped.signal()
+        }
+        // A bounded look at what must not happen while a fetch is under way.
+        #expect(stopped.wait(timeout: .now() + 1) == .timedOut, "the mount ended with a download still fetching")
+        gate.release()
+        #expect(stopped.wait(timeout: .now() + 20) == .success, "the download did not stop at its next chunk")
+        try? library.release(file)
+    }
+
     @Test("a read waits at most remote_timeout while nothing comes, then fails (EIO), and the mount goes on")
     func boundedWait() throws {
         let (f, id, gate) = try Self.evictedVideo(timeout: 1)

@@ -127,10 +127,13 @@ final class Download: Sendable {
     /// asset's (under the database lock; it throws when the mount is ending).
     /// Stops at `isStopped`; `failed` hears why it did not end installed.
     /// Runs on a queue of its own; closes the fetch file when done.
+    /// `ended`: last of all, once nothing of the worker runs any more.
     func run(_ backend: any ObjectBackend, isStopped: @escaping @Sendable () -> Bool,
+             ended: @escaping @Sendable () -> Void = {},
              finish: @escaping @Sendable (Download) throws(LibraryError) -> Void,
              failed: @escaping @Sendable (Download, String) -> Void) {
         DispatchQueue(label: "albumfs.download", qos: .userInitiated).async { [self] in
+            defer { ended() }
             let outcome = fetchAll(backend, isStopped: isStopped, finish: finish)
             close(descriptor)
             // Said (logged) before any reader hears of it.
