@@ -227,17 +227,17 @@ extension Library {
                         _ take: (OpenFiles, borrowing DatabaseHeld) -> OpenFiles.Commit) throws(LibraryError) {
         // Before the commit that may queue its upload: the uploader must never
         // see the queued file before the write that settling waits for.
-        if file.isWritable { remoteSync.withLock { $0 }?.noteWrite(wake: false) }
+        if file.isWritable { remoteSync.withLock { $0 }?.noteWrite() }
         try commit(file.id, closing: closing, take)
     }
 
     private func commit(_ id: NodeID, closing: Bool,
                         _ take: (OpenFiles, borrowing DatabaseHeld) -> OpenFiles.Commit) throws(LibraryError) {
         let (openFiles, pausePoints) = (self.openFiles, self.pausePoints)
-        let committed = try locked { db, held -> Bool in
+        try locked { db, held in
             defer { if closing { openFiles.forgetIfClosed(id, held) } }
             let commit = take(openFiles, held)
-            guard !commit.isEmpty else { return false }
+            guard !commit.isEmpty else { return }
             do {
                 try db.transaction {
                     if let a = commit.snapshot?.attributes {
@@ -252,10 +252,8 @@ extension Library {
                 throw error
             }
             if let snapshot = commit.snapshot { openFiles.committed(snapshot, held) }
-            return true
         }
-        // Data was written: the uploader waits for writes to settle (RemoteSync).
-        if committed { remoteSync.withLock { $0 }?.noteWrite(wake: true) } else { wakeRemoteSync() }
+        wakeRemoteSync()
     }
 
     /// Makes the file's data and metadata durable against power loss: its

@@ -35,6 +35,7 @@ extension Library {
         guard let sync = remoteSync.withLock({ $0 }) else { return }
         let deadline = DispatchTime.now() + timeout
         sync.stop(timeout: timeout)
+        try? pausePoints.reached(.remoteSyncStopped)
         if downloadWorkers.wait(timeout: deadline) == .timedOut {
             options.log("remote: downloads still under way at the end of the mount (they are fetched again when read)")
         }

@@ -30,6 +30,11 @@ public enum PausePoint: Sendable {
     case commitOfData
     /// The deferred free of a purge's data, before it runs (on its queue).
     case freeingData
+    /// The uploader, about to wait for writes to settle (on its thread).
+    case uploadsSettling
+    /// The end of a mount: the uploader stopped, the downloads under way not
+    /// waited for yet.
+    case remoteSyncStopped
 }
 
 final class PausePoints: Sendable {

@@ -101,18 +101,13 @@ public final class S3ObjectBackend: @unchecked Sendable {
         }
     }
 
-    /// Bytes `range` of the object (unchecked: the library checks them).
-    public func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] {
-        // Taken in turn: the fetches of one download at once go on connections of their own.
-        let fetcher = fetchers[Int(nextFetcher.add(1, ordering: .relaxed).oldValue % UInt(fetchers.count))]
-        return try fetcher.run { (s3) throws(ObjectStoreError) in try s3.get(Self.key(of: sha256), range: range) }
-    }
-
-    /// Bytes `range` of the object written into the file open at
-    /// `descriptor` at the same offsets, and into `hasher` on their way
-    /// (one copy: no buffer of the chunk, no second pass to hash it); how
-    /// many came. Never more than `range` is written.
+    /// Bytes `range` of the object (unchecked: the library checks them),
+    /// written into the file open at `descriptor` at the same offsets, and
+    /// into `hasher` on their way (one copy: no buffer of the chunk, no
+    /// second pass to hash it); how many came. Never more than `range` is
+    /// written.
     public func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
+        // Taken in turn: the fetches of one download at once go on connections of their own.
         let fetcher = fetchers[Int(nextFetcher.add(1, ordering: .relaxed).oldValue % UInt(fetchers.count))]
         return try fetcher.run { (s3) throws(ObjectStoreError) in
             try s3.get(Self.key(of: sha256), range: range, into: descriptor, at: range.lowerBound, hashingInto: hasher)

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Digests
 import Foundation
 import Testing
 @testable import AlbumCore
@@ -216,11 +217,13 @@ struct RemoteSyncTests {
     @Test("uploads wait for writes to settle (here 60 s), and start at once when someone waits for them (sync --wait reads the root's user.albumfs.uploading)")
     func uploadsWaitForWritesToSettle() throws {
         let f = try RemoteFixture(uploadSettle: 60)
+        let settling = DispatchSemaphore(value: 0)
+        f.store.library.pausePoints.install { point throws(LibraryError) in if point == .uploadsSettling { settling.signal() } }
         try f.start()
         defer { f.store.library.stopRemoteSync() }
         let id = try f.store.createFile(TestStore.roll, "a.jpg", contents: bytes("settling"))
-        // A bounded look at what must not happen for 60 s: no upload in the next 1.5 s.
-        usleep(1_500_000)
+        // The uploader woke for the file and chose to wait (60 s) for the writes to settle.
+        #expect(settling.wait(timeout: .now() + 30) == .success, "the uploader did not wait for writes to settle")
         #expect(f.storage(id) == "uploading", "uploaded while writes were still settling")
         #expect(try f.store.library.extendedAttribute(TestStore.root, Array("user.albumfs.uploading".utf8)) == Array("1".utf8))
         // That read is sync --wait's: the upload starts now, not 60 s after the write (nor 30 s
@@ -371,7 +374,9 @@ final class PausedStore: ObjectBackend, @unchecked Sendable {
         return try inner.store(descriptor, length: length, sha256: sha256)
     }
     func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
-    func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] { try inner.fetch(sha256: sha256, range: range) }
+    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
+        try inner.fetch(sha256: sha256, range: range, into: descriptor, hashingInto: hasher)
+    }
     func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
     func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
 }
@@ -390,7 +395,9 @@ private final class RefusingStore: ObjectBackend, @unchecked Sendable {
         throw ObjectStoreError.unreachable("refused by the test")
     }
     func remove(sha256: String) throws { throw ObjectStoreError.unreachable("refused by the test") }
-    func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] { throw ObjectStoreError.unreachable("refused by the test") }
+    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
+        throw ObjectStoreError.unreachable("refused by the test")
+    }
     func head(sha256: String) throws -> (size: Int64, etag: String)? { throw ObjectStoreError.unreachable("refused by the test") }
     func objects() throws -> [(sha256: String, size: Int64, etag: String)] { throw ObjectStoreError.unreachable("refused by the test") }
 }
@@ -411,13 +418,13 @@ private final class GatedBackend: ObjectBackend, @unchecked Sendable {
     func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
     func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
     func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
-    func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8] {
+    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
         fetched.withLock { $0.append(range) }
         if range.lowerBound >= openBelow {
             gate.wait()
             gate.signal()   // and every later one
         }
-        return try inner.fetch(sha256: sha256, range: range)
+        return try inner.fetch(sha256: sha256, range: range, into: descriptor, hashingInto: hasher)
     }
 }
 
@@ -489,16 +496,11 @@ struct RemoteReadTests {
         let library = f.store.library
         let file = try library.open(id, writable: false, truncate: false)
         #expect(try Self.read(library, file, 0..<4096) == Array(Self.video[0..<4096]))
-        // Its other chunks' fetchers are held in the backend (the gate).
-        let stopped = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            library.stopRemoteSync(timeout: 20)
-            stopped.signal()
-        }
-        // A bounded look at what must not happen while a fetch is under way.
-        #expect(stopped.wait(timeout: .now() + 1) == .timedOut, "the mount ended with a download still fetching")
-        gate.release()
-        #expect(stopped.wait(timeout: .now() + 20) == .success, "the download did not stop at its next chunk")
+        // Its other chunks' fetchers are held in the backend (the gate) until the uploader has
+        // stopped; then they go on, and the end of the mount must wait for them.
+        library.pausePoints.install { point throws(LibraryError) in if point == .remoteSyncStopped { gate.release() } }
+        library.stopRemoteSync(timeout: 20)
+        #expect(library.downloadWorkers.wait(timeout: .now()) == .success, "the mount ended with a download still fetching")
         try? library.release(file)
     }
 

@@ -144,7 +144,14 @@ struct LiveS3Tests {
         #expect(try s3.multipartUploads(key).isEmpty, "the crash's unfinished upload (or this one) was left")
         #expect(try s3.head(key)?.size == length)
         #expect(SHA256.hex(SHA256.digest(try s3.get(key))) == sha)
-        #expect(try backend.fetch(sha256: sha, range: (length - 10)..<(length + 10)) == Array(bytes[(bytes.count - 10)...]))
+        // A range past the end: the object's last bytes, in their place in the file.
+        let tail = open(path + ".tail", O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        defer { close(tail); unlink(path + ".tail") }
+        let hasher = SHA256()
+        #expect(try backend.fetch(sha256: sha, range: (length - 10)..<(length + 10), into: tail, hashingInto: hasher) == 10)
+        var last = [UInt8](repeating: 0, count: 10)
+        #expect(last.withUnsafeMutableBytes { pread(tail, $0.baseAddress, 10, off_t(length - 10)) } == 10)
+        #expect(last == Array(bytes[(bytes.count - 10)...]) && hasher.finishBytes() == SHA256.digest(last))
         // A part whose bytes do not match its signed SHA-256 is refused: the
         // upload fails and is aborted, and no object appears.
         let other = [UInt8](repeating: 7, count: Int(length))

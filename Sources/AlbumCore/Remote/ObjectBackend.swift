@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Digests
 
 /// Where a store's remote is: an `s3://BUCKET/PREFIX` address, its endpoint
@@ -28,11 +25,10 @@ public protocol ObjectBackend: Sendable {
     /// Removes the object of content `sha256` (none there: fine).
     func remove(sha256: String) throws
     /// Bytes `range` of the object of content `sha256`, as the bucket gives
-    /// them (fewer when the object is shorter).
-    func fetch(sha256: String, range: Range<Int64>) throws -> [UInt8]
-    /// The same bytes written into the file open at `descriptor` at their
-    /// own offsets (never past `range`), each also given to `hasher`; how
-    /// many came. What it wrote before an error may be anything.
+    /// them (fewer when the object is shorter), written into the file open
+    /// at `descriptor` at their own offsets (never past `range`), each also
+    /// given to `hasher`; how many came. What it wrote before an error may
+    /// be anything.
     func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64
     /// The size and ETag of the object of content `sha256` (the ETag changes
     /// when the object is overwritten, even by bytes of the same size); nil:
@@ -43,19 +39,3 @@ public protocol ObjectBackend: Sendable {
     func objects() throws -> [(sha256: String, size: Int64, etag: String)]
 }
 
-extension ObjectBackend {
-    /// Through a buffer: for backends with no way to write a file themselves.
-    public func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
-        let bytes = try fetch(sha256: sha256, range: range)
-        let count = min(bytes.count, range.count)
-        var done = 0
-        while done < count {
-            let wrote = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + done, count - done, off_t(range.lowerBound) + off_t(done)) }
-            if wrote < 0 && errno == EINTR { continue }
-            guard wrote > 0 else { throw LibraryError(errno: errno) }
-            done += wrote
-        }
-        bytes.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-        return Int64(bytes.count)
-    }
-}

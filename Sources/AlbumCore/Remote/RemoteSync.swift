@@ -65,11 +65,9 @@ final class RemoteSync: Sendable {
     /// Something was queued: look now.
     func wake() { wakeUp.signal() }
 
-    /// A file's written data is being committed (`wake`: it was: look once
-    /// writes settle).
-    func noteWrite(wake: Bool) {
+    /// A file's written data is about to be committed: settling starts over.
+    func noteWrite() {
         lastWrite.withLock { $0 = WaitableValue<Int>.now() }
-        if wake { wakeUp.signal() }
     }
 
     /// Someone waits for the queue to empty: start now.
@@ -116,6 +114,7 @@ final class RemoteSync: Sendable {
         var failureRecorded = true
         while !isStopped {
             if let until = deferral() {
+                try? library()?.pausePoints.reached(.uploadsSettling)
                 _ = wakeUp.wait(timeout: until)
                 while wakeUp.wait(timeout: .now()) == .success {}
                 continue
