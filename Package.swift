@@ -57,6 +57,13 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CZstd",
+            pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"])]
+        ),
+        // Whole files compressed with zstd (the metadata snapshots in the bucket).
+        .target(name: "Zstd", dependencies: ["CZstd"]),
         // What a file says about itself: SHA-256, MIME type, capture date,
         // size, place, Live Photo id. Pure: no store, no FUSE.
         // SHA-256 and HMAC over libcrypto, for AlbumMedia and ObjectStore alike.
@@ -69,7 +76,7 @@ let package = Package(
         // A small SQLite wrapper with no domain words in it.
         .target(name: "SQLiteKit", dependencies: ["CSQLite3"]),
         // The library model and the on-disk store (Digests: it checks what the bucket gives back). No FUSE: testable alone.
-        .target(name: "AlbumCore", dependencies: ["SQLiteKit", "Digests"]),
+        .target(name: "AlbumCore", dependencies: ["SQLiteKit", "Digests", "Zstd"]),
         // The thin FUSE low-level adapter over AlbumCore.
         .target(name: "AlbumFUSE", dependencies: ["AlbumCore", "CFuse3"]),
         // The command-line entry point: one type per subcommand.

@@ -32,6 +32,13 @@ public struct ContentStore: Sendable {
     }
 
     /// Creates the directory and its fan-out subdirectories in a new store.
+    /// The marker that says this content directory is its store's (StoreOpener).
+    func createMarker() throws(LibraryError) {
+        let fd = Glibc.open(markerPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw LibraryError(errno: errno) }
+        close(fd)
+    }
+
     func createLayout() throws(LibraryError) {
         try makeDirectory(directory)
         for byte in 0..<256 {

@@ -11,6 +11,9 @@ extension Library {
     static let indexingAttribute: Name = Array("user.albumfs.indexing".utf8)
     /// On the root, with a remote: how many assets wait to be uploaded, open writers included.
     static let uploadingAttribute: Name = Array("user.albumfs.uploading".utf8)
+    /// On the root, with a remote: `1` while the library has changes no
+    /// snapshot in the bucket holds (SEMANTICS.md § Surviving the machine).
+    static let snapshottingAttribute: Name = Array("user.albumfs.snapshotting".utf8)
     /// On an asset, with a remote: `local`, `uploading`, `both`, `remote` or `downloading` (SEMANTICS.md § Remote storage).
     static let storageAttribute: Name = Array("user.albumfs.storage".utf8)
     /// On an asset coming from the bucket now: `BYTES/TOTAL` checked so far.
@@ -73,6 +76,12 @@ extension Library {
                 // Someone waits for them (sync --wait reads this): no settling first.
                 if waiting > 0 { remoteSync.withLock { $0 }?.hurry() }
                 return Array(String(waiting).utf8)
+            }
+            if id == FixedNode.root, name == Self.snapshottingAttribute, remote != nil, !isReadOnly {
+                // Someone waits for a snapshot (sync --wait reads this): one is due now.
+                let pending = snapshotPending
+                if pending { hurrySnapshot() }
+                return Array((pending ? "1" : "0").utf8)
             }
             if name == Self.keepAttribute, remote != nil {
                 return Array((try isKeptLocal(id) ? "1" : "0").utf8)

@@ -34,11 +34,13 @@ extension Library {
     public func stopRemoteSync(timeout: Double = 5) {
         guard let sync = remoteSync.withLock({ $0 }) else { return }
         let deadline = DispatchTime.now() + timeout
-        sync.stop(timeout: timeout)
+        let workerEnded = sync.stop(timeout: timeout)
         try? pausePoints.reached(.remoteSyncStopped)
         if downloadWorkers.wait(timeout: deadline) == .timedOut {
             options.log("remote: downloads still under way at the end of the mount (they are fetched again when read)")
         }
+        // The worker's step may be a snapshot itself: only once it ended.
+        if workerEnded { takeLastSnapshot(sync.backend) }
         _ = try? read { _ in }
     }
 

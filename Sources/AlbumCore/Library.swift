@@ -61,6 +61,10 @@ public final class Library: Sendable {
     let dataHeld = Mutex<[NodeID: Int]>([:])
     /// When each asset was last opened this mount (a counter): eviction's order.
     let lastOpened = Mutex<(clock: UInt64, order: [NodeID: UInt64])>((0, [:]))
+    /// The change count (`changeCount`) the bucket's newest snapshot holds
+    /// every change up to; nil: not known to hold them (SEMANTICS.md §
+    /// Surviving the machine).
+    let snapshotted = Mutex<UInt64?>(nil)
     /// The largest file the content directory's filesystem holds: a bigger
     /// size is refused before anything changes (EFBIG, as ext4 does).
     let largestFileSize: Int64
@@ -106,6 +110,11 @@ public final class Library: Sendable {
         self.largestFileSize = readOnly ? Int64.max : content.largestFileSize()
         self.indexer = readOnly ? nil : options.factsReader.map { Indexer(reader: $0) }
         if !readOnly {
+            if remote != nil {
+                // What this open changes is in no snapshot yet; what the last mount left may be.
+                let saved = (try? write { db in try db.takeSnapshotSaved() }) ?? false
+                if saved { snapshotted.withLock { $0 = db.commits.current } }
+            }
             reserve.take()
             // What expired while the store was not mounted goes now.
             _ = try? purgeExpired()

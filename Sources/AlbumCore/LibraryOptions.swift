@@ -15,6 +15,11 @@ public struct LibraryOptions: Sendable {
     /// Seconds with no write committed before the uploader starts a step
     /// (RemoteSync: an import has the machine to itself; `sync --wait` skips it).
     public var uploadSettle: Double = 1
+    /// With a remote: seconds with no change before the metadata's snapshot
+    /// goes to the bucket, and the longest a change waits for one while
+    /// changes go on (SEMANTICS.md § Surviving the machine).
+    public var snapshotSettle: Double = 60
+    public var snapshotInterval: Double = 600
     /// With a remote: how long a read of data only in the bucket waits with
     /// nothing coming before it fails with EIO (`-o remote_timeout`, seconds).
     public var remoteTimeout: Double = 10

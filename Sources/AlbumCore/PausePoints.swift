@@ -35,6 +35,8 @@ public enum PausePoint: Sendable {
     /// The end of a mount: the uploader stopped, the downloads under way not
     /// waited for yet.
     case remoteSyncStopped
+    /// A snapshot of the metadata, before its copy is made (on the uploader's thread).
+    case snapshotStarting
 }
 
 final class PausePoints: Sendable {

@@ -111,6 +111,7 @@ extension Database {
     /// the same content.
     func forgetRemote(of asset: NodeID) throws {
         try statement("DELETE FROM upload_queue WHERE asset = ?1").bind(.int(asset)).run()
+        try queueCompanionDelete(asset)
         try unmarkEvicted(asset)
         try setKeptLocal(asset, false)
         if let sha256 = try remoteObject(of: asset)?.digest.sha256 {

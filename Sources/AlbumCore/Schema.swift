@@ -301,6 +301,19 @@ enum Schema {
                 );
                 """)
         },
+        .init("the metadata's snapshots in the bucket, and the companions owed a delete") { db in
+            try db.execute("""
+                -- Whether a mount ended with every change in a snapshot in the
+                -- bucket (SEMANTICS.md § Surviving the machine): set by the
+                -- mount's last snapshot, cleared when a read-write open begins.
+                CREATE TABLE snapshot_status(
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    saved INTEGER NOT NULL
+                );
+                -- Purged assets whose companion (assets/ID) the uploader deletes.
+                CREATE TABLE companion_deletes(asset INTEGER PRIMARY KEY);
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

@@ -145,9 +145,7 @@ struct StoreOpener {
     }
 
     private func createContentMarker() throws(LibraryError) {
-        let fd = Glibc.open(contentMarker, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw LibraryError(errno: errno) }
-        close(fd)
+        try ContentStore(directory: location.contentPath).createMarker()
     }
 
     private func exists(_ path: String) -> Bool {

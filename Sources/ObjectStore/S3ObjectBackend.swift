@@ -134,6 +134,39 @@ public final class S3ObjectBackend: @unchecked Sendable {
         try client.run { (s3) throws(ObjectStoreError) in try s3.delete(Self.key(of: sha256)) }
     }
 
+    // MARK: named objects (snapshots, companions), on the uploader's connection
+
+    public func put(_ key: String, file descriptor: Int32, length: Int64) throws {
+        let sha256 = try FileDigest.sha256(of: descriptor, length: length)
+        try client.run { (s3) throws(ObjectStoreError) in _ = try s3.put(key, file: descriptor, length: length, sha256: sha256) }
+    }
+
+    public func put(_ key: String, bytes: [UInt8]) throws {
+        try client.run { (s3) throws(ObjectStoreError) in _ = try s3.put(key, bytes: bytes) }
+    }
+
+    public func get(_ key: String, into descriptor: Int32) throws -> Int64 {
+        try client.run { (s3) throws(ObjectStoreError) in
+            // A HEAD first: a missing object's error body must not become the file.
+            guard try s3.head(key) != nil else { throw .notFound(key) }
+            return try s3.get(key, into: descriptor)
+        }
+    }
+
+    public func get(_ key: String) throws -> [UInt8]? {
+        try client.run { (s3) throws(ObjectStoreError) -> [UInt8]? in
+            do throws(ObjectStoreError) { return try s3.get(key) } catch .notFound { return nil }
+        }
+    }
+
+    public func list(_ prefix: String) throws -> [(key: String, size: Int64)] {
+        try client.run { (s3) throws(ObjectStoreError) in try s3.list(prefix).map { ($0.key, $0.size) } }
+    }
+
+    public func remove(_ key: String) throws {
+        try client.run { (s3) throws(ObjectStoreError) in try s3.delete(key) }
+    }
+
     /// Makes the bucket if it is not there (`albumfs init --remote`), which
     /// also proves the endpoint and the keys.
     public func createBucket() throws(ObjectStoreError) {

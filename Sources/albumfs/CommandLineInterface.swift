@@ -24,6 +24,9 @@ enum CommandLineInterface {
         Command(name: "remote", usage: "remote attach s3://BUCKET/PREFIX --endpoint URL [--region R] [--profile P] [--store DIR] [--no-upload]") { a throws(CommandFailure) in
             try RemoteAttachCommand(parsing: a).run()
         },
+        Command(name: "recover", usage: "recover --remote s3://BUCKET/PREFIX --endpoint URL [--region R] [--profile P] [--at TIME] NEWSTORE") { a throws(CommandFailure) in
+            try RecoverCommand(parsing: a).run()
+        },
         Command(name: "fsck", usage: "fsck [--store DIR] [--repair] [--verify] [--remote]") { a throws(CommandFailure) in try FsckCommand(parsing: a).run() },
         Command(name: "dedupe", usage: "dedupe [--dry-run] [--store DIR | MOUNTPOINT]") { a throws(CommandFailure) in try DedupeCommand(parsing: a).run() },
         Command(name: "index", usage: "index --wait [--timeout SECONDS] MOUNTPOINT") { a throws(CommandFailure) in

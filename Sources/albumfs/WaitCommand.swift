@@ -39,8 +39,17 @@ struct WaitCommand {
 
     func run() throws(CommandFailure) -> Int32 {
         let root = StoreLocation(path: mountPoint ?? ".").root
+        let started = monotonicSeconds()
         switch IndexingWait.wait(for: BytePath(root), counting: work.attribute, timeout: timeout) {
         case .done:
+            // Then the metadata's snapshot (SEMANTICS.md § Surviving the machine);
+            // a mount that takes none (read-only) has no such count.
+            guard work == .sync else { return ExitCode.success.rawValue }
+            let left = max(0, timeout - (monotonicSeconds() - started))
+            if case .timedOut = IndexingWait.wait(for: BytePath(root), counting: "user.albumfs.snapshotting", timeout: left) {
+                print("the library's metadata is still waiting for its snapshot after \(Int(timeout)) s")
+                return ExitCode.problemsFound.rawValue
+            }
             return ExitCode.success.rawValue
         case .notALibrary:
             let why = work == .sync ? "a mounted albumfs library with a remote" : "a mounted albumfs library"

@@ -33,7 +33,7 @@ struct RemoteFixture {
     let bucket: S3Client
 
     init(trashDays: Int = 30, cacheSize: Int64? = nil, endpoint: String? = nil, uploadSettle: Double? = nil,
-         log: @escaping @Sendable (String) -> Void = { _ in }) throws {
+         snapshotSettle: Double? = nil, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         let gateway = try #require(gateway)
         let name = "r" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         remote = RemoteConfiguration(url: "s3://\(name)/lib", endpoint: endpoint ?? gateway.endpoint, region: "us-east-1", profile: nil)
@@ -42,6 +42,7 @@ struct RemoteFixture {
         var options = LibraryOptions(trashDays: trashDays)
         options.cacheSize = cacheSize
         if let uploadSettle { options.uploadSettle = uploadSettle }
+        if let snapshotSettle { options.snapshotSettle = snapshotSettle }
         options.log = log
         store = try TestStore(options: options)
         try store.library.setRemote(remote, everyAsset: false)

@@ -354,10 +354,25 @@ struct RemoteSyncTests {
     }
 }
 
+/// A test's bucket that steps in on the originals and passes the named
+/// objects (snapshots, companions) straight to the real one.
+protocol ForwardingBackend: ObjectBackend {
+    var inner: S3ObjectBackend { get }
+}
+
+extension ForwardingBackend {
+    func put(_ key: String, file descriptor: Int32, length: Int64) throws { try inner.put(key, file: descriptor, length: length) }
+    func put(_ key: String, bytes: [UInt8]) throws { try inner.put(key, bytes: bytes) }
+    func get(_ key: String, into descriptor: Int32) throws -> Int64 { try inner.get(key, into: descriptor) }
+    func get(_ key: String) throws -> [UInt8]? { try inner.get(key) }
+    func list(_ prefix: String) throws -> [(key: String, size: Int64)] { try inner.list(prefix) }
+    func remove(_ key: String) throws { try inner.remove(key) }
+}
+
 /// The bucket with a pause point before the first store: `entered` is
 /// signalled there, and the store goes on once the test signals `proceed`;
 /// `stored` once it is done.
-final class PausedStore: ObjectBackend, @unchecked Sendable {
+final class PausedStore: ForwardingBackend, @unchecked Sendable {
     let inner: S3ObjectBackend
     let entered = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0), stored = DispatchSemaphore(value: 0)
     private let first = Mutex(true)
@@ -400,11 +415,17 @@ private final class RefusingStore: ObjectBackend, @unchecked Sendable {
     }
     func head(sha256: String) throws -> (size: Int64, etag: String)? { throw ObjectStoreError.unreachable("refused by the test") }
     func objects() throws -> [(sha256: String, size: Int64, etag: String)] { throw ObjectStoreError.unreachable("refused by the test") }
+    func put(_ key: String, file descriptor: Int32, length: Int64) throws { throw ObjectStoreError.unreachable("refused by the test") }
+    func put(_ key: String, bytes: [UInt8]) throws { throw ObjectStoreError.unreachable("refused by the test") }
+    func get(_ key: String, into descriptor: Int32) throws -> Int64 { throw ObjectStoreError.unreachable("refused by the test") }
+    func get(_ key: String) throws -> [UInt8]? { throw ObjectStoreError.unreachable("refused by the test") }
+    func list(_ prefix: String) throws -> [(key: String, size: Int64)] { throw ObjectStoreError.unreachable("refused by the test") }
+    func remove(_ key: String) throws { throw ObjectStoreError.unreachable("refused by the test") }
 }
 
 /// The bucket behind a gate the test holds shut: fetches of bytes at or
 /// past `openBelow` wait until `release()` (a pause point in a download).
-private final class GatedBackend: ObjectBackend, @unchecked Sendable {
+private final class GatedBackend: ForwardingBackend, @unchecked Sendable {
     let inner: S3ObjectBackend
     let openBelow: Int64
     private let gate = DispatchSemaphore(value: 0)

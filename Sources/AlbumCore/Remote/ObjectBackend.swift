@@ -37,5 +37,22 @@ public protocol ObjectBackend: Sendable {
     /// Every object named by a content in the library's part of the bucket
     /// (`albumfs fsck --remote`).
     func objects() throws -> [(sha256: String, size: Int64, etag: String)]
-}
 
+    // Named objects besides the originals (SEMANTICS.md § Surviving the
+    // machine): the metadata snapshots and the companions. Keys are under
+    // the library's prefix.
+
+    /// Stores `length` bytes of the file open at `descriptor` (from offset 0) as `key`, in one PUT.
+    func put(_ key: String, file descriptor: Int32, length: Int64) throws
+    /// Stores `bytes` as `key`.
+    func put(_ key: String, bytes: [UInt8]) throws
+    /// The object `key`, written into the file open at `descriptor` from
+    /// offset 0; how many bytes. A missing object is an error.
+    func get(_ key: String, into descriptor: Int32) throws -> Int64
+    /// The object `key`'s bytes (a small one); nil: there is none.
+    func get(_ key: String) throws -> [UInt8]?
+    /// The objects whose keys start with `prefix`, in key order.
+    func list(_ prefix: String) throws -> [(key: String, size: Int64)]
+    /// Removes the object `key` (none there: fine).
+    func remove(_ key: String) throws
+}

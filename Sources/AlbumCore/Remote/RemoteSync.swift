@@ -40,6 +40,8 @@ final class RemoteSync: Sendable {
     private let lastWrite = Mutex<Double>(0)
     /// Someone waits for the uploads: until the queue is empty, no settling.
     private let hurried = Atomic<Bool>(false)
+    /// Someone waits for a snapshot: it is due at once.
+    private let snapshotHurried = Atomic<Bool>(false)
 
     init(backend: any ObjectBackend, settle: Double = 1) {
         self.backend = backend
@@ -70,6 +72,39 @@ final class RemoteSync: Sendable {
         lastWrite.withLock { $0 = WaitableValue<Int>.now() }
     }
 
+    /// Someone waits for a snapshot: take one as soon as the queue is empty.
+    func hurrySnapshot() {
+        if !snapshotHurried.exchange(true, ordering: .relaxed) { wakeUp.signal() }
+    }
+
+    /// Changes seen by the worker since the bucket's newest snapshot: the
+    /// change count it last saw, when it saw it change, and when the first
+    /// change not in a snapshot was seen (monotonic seconds).
+    private struct ChangesSeen { var count: UInt64; var lastAt: Double; var firstAt: Double? }
+    private let changesSeen = Mutex(ChangesSeen(count: 0, lastAt: 0, firstAt: nil))
+
+    /// When the next snapshot is due (monotonic seconds; nil: none pending):
+    /// `snapshotSettle` after the last change seen, `snapshotInterval`
+    /// after the first, now when hurried. Changes are seen when the worker
+    /// looks (at the latest every 30 s while idle).
+    private func snapshotDue(_ library: Library) -> Double? {
+        guard library.snapshotPending else {
+            changesSeen.withLock { $0.firstAt = nil }
+            return nil
+        }
+        let now = WaitableValue<Int>.now()
+        let count = library.changeCount
+        return changesSeen.withLock { seen in
+            if seen.count != count || seen.firstAt == nil {
+                seen.count = count
+                seen.lastAt = now
+                if seen.firstAt == nil { seen.firstAt = now }
+            }
+            if snapshotHurried.load(ordering: .relaxed) { return now }
+            return min(seen.lastAt + library.options.snapshotSettle, seen.firstAt! + library.options.snapshotInterval)
+        }
+    }
+
     /// Someone waits for the queue to empty: start now.
     func hurry() {
         if !hurried.exchange(true, ordering: .relaxed) { wakeUp.signal() }
@@ -98,10 +133,12 @@ final class RemoteSync: Sendable {
     /// is written after it returns (a step still under way after `timeout`
     /// finds the worker stopped when it takes the database lock; what it did
     /// in the bucket is done again, idempotently, at the next mount).
-    func stop(timeout: Double) {
+    /// Whether the worker ended within `timeout`.
+    @discardableResult
+    func stop(timeout: Double) -> Bool {
         stopped.store(true, ordering: .releasing)
         wakeUp.signal()
-        _ = finished.wait(timeout: .now() + timeout)
+        return finished.wait(timeout: .now() + timeout) == .success
     }
 
     var isStopped: Bool { stopped.load(ordering: .acquiring) }
@@ -141,7 +178,12 @@ final class RemoteSync: Sendable {
                 }
                 // The queue is empty: whoever hurried it is served.
                 hurried.store(false, ordering: .relaxed)
-                _ = wakeUp.wait(timeout: .now() + 30)
+                // Until the next snapshot is due, 30 s at most (to see changes).
+                var idle = 30.0
+                if let library = library(), let due = snapshotDue(library) {
+                    idle = max(0, min(idle, due - WaitableValue<Int>.now()))
+                }
+                _ = wakeUp.wait(timeout: .now() + idle)
                 // One look answers every wake-up so far (an import signals once a file).
                 while wakeUp.wait(timeout: .now()) == .success {}
             case .failed(let why):
@@ -163,17 +205,29 @@ final class RemoteSync: Sendable {
 
     private enum Outcome { case did, idle, deferred, failed(String) }
 
-    /// One delete owed, else one upload queued.
+    /// One delete owed (an object, else a companion), else one upload
+    /// queued, else the metadata's snapshot if it is due.
     private func step(_ library: Library) -> Outcome {
         do {
             if let sha256 = try library.read({ db in try db.nextRemoteDelete() }) {
                 return try delete(sha256, library)
             }
-            guard let (asset, ticket) = try library.read({ db in try db.nextUpload() }) else { return .idle }
-            // A write noted after the look before this step (it is noted
-            // before the commit that queued what was just read): settle first.
+            if let asset = try library.read({ db in try db.nextCompanionDelete() }) {
+                try backend.remove(Companion.key(of: asset))
+                try record(library) { db in try db.companionDeleteDone(asset) }
+                return .did
+            }
+            if let (asset, ticket) = try library.read({ db in try db.nextUpload() }) {
+                // A write noted after the look before this step (it is noted
+                // before the commit that queued what was just read): settle first.
+                if deferral() != nil { return .deferred }
+                return try upload(asset, ticket: ticket, library)
+            }
+            guard let due = snapshotDue(library), due <= WaitableValue<Int>.now() else { return .idle }
             if deferral() != nil { return .deferred }
-            return try upload(asset, ticket: ticket, library)
+            try library.takeSnapshot(backend)
+            snapshotHurried.store(false, ordering: .relaxed)
+            return .did
         } catch {
             return .failed("\(error)")
         }
@@ -219,6 +273,13 @@ final class RemoteSync: Sendable {
         guard ContentStamp(descriptor: descriptor) == before else {
             try record(library) { db in try db.endUploads(of: asset) }
             return .failed("asset \(asset) changed while it was uploaded")
+        }
+        // Its companion, before the upload is recorded: a recovery finds it
+        // even if no snapshot ever holds the record (none for an asset
+        // deleted meanwhile: a recovery leaves it deleted).
+        let uploaded = Int(library.options.now() / 1_000_000_000)
+        if let companion = try library.read({ db in try Companion.of(asset, digest, modified: before.modified, uploaded: uploaded, db) }) {
+            try backend.put(Companion.key(of: asset), bytes: companion.encoded())
         }
         try record(library) { db in
             // Only what the row still says: a write since then queued it again.

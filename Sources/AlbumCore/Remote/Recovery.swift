@@ -1,0 +1,143 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import SQLiteKit
+import Zstd
+
+/// What a recovery did (`albumfs recover`'s summary).
+public struct RecoveryReport: Sendable {
+    /// The snapshot it started from (nil: none was usable; an empty library).
+    public var snapshot: String?
+    /// Snapshots skipped: they did not decompress or were not a store.
+    public var skipped: [String] = []
+    public var assets: Int64 = 0
+    /// Assets put back (or brought up to date) from companions newer than the snapshot.
+    public var fromCompanions = 0
+    /// Assets of the snapshot whose data never reached the bucket: left out.
+    public var lost = 0
+}
+
+/// A library rebuilt from its bucket alone (SEMANTICS.md § Surviving the
+/// machine): the latest usable snapshot at or before a time, then the
+/// companions of later uploads.
+extension Library {
+    /// Builds a new store at `location` from `backend`: `at` is a stamp
+    /// (`YYYYMMDDTHHMMSSZ`, or a prefix of one) the snapshot may not be
+    /// newer than. `progress` is told what is being done.
+    public static func recover(from backend: any ObjectBackend, remote: RemoteConfiguration, at: String?, into location: StoreLocation,
+                               owner: Caller, options: LibraryOptions = LibraryOptions(),
+                               progress: (String) -> Void = { _ in }) throws -> (Library, RecoveryReport) {
+        guard !location.holdsStore else { throw LibraryError.unusableStore("\(location.root) already holds a store: recover into a new directory") }
+        try location.createDirectory()
+        var report = RecoveryReport()
+        progress("listing the snapshots in \(remote.url)")
+        let snapshots = try backend.list(Snapshots.prefix).map(\.key)
+            .filter { key in Snapshots.time(of: key) != nil && at.map { Snapshots.stamp(ofKey: key).prefix($0.count) <= $0 } ?? true }
+            .sorted(by: >)
+        var snapshotTime: Int?
+        for key in snapshots {
+            progress("fetching the snapshot \(key)")
+            do {
+                try restore(key, from: backend, to: location)
+                report.snapshot = key
+                snapshotTime = Snapshots.time(of: key)
+                break
+            } catch {
+                options.log("recover: the snapshot \(key) is not usable (\(error)); trying the one before it")
+                report.skipped.append(key)
+            }
+        }
+        let library = try Library(location: location, owner: owner, create: report.snapshot == nil, options: options)
+        try library.write { db in
+            try db.setRemoteConfiguration(remote)
+            try db.adoptRecoveredSnapshot()
+        }
+        progress("listing the uploads")
+        let companions = try backend.list(Companion.prefix).map(\.key)
+        // Albums made again take ids after every companion's: each asset keeps its own.
+        if let highest = companions.compactMap(Companion.asset(ofKey:)).max() {
+            try library.write { db in try db.reserveNodeIDs(atLeastThrough: highest) }
+        }
+        for (index, key) in companions.enumerated() {
+            if index % 100 == 0 { progress("reading the uploads: \(index)/\(companions.count)") }
+            guard let bytes = try backend.get(key), let companion = Companion(decoding: bytes) else {
+                options.log("recover: \(key) is not a companion albumfs wrote; skipped")
+                continue
+            }
+            if try library.adopt(companion, snapshotTime: snapshotTime) { report.fromCompanions += 1 }
+        }
+        let lost = try library.read { db in try db.assetsWithoutObjects() }
+        for id in lost { _ = try library.mutate(by: Caller(uid: 0, gid: 0)) { m in try m.purge(id) } }
+        report.lost = lost.count
+        report.assets = try library.read { db in try db.assetCount() }
+        return (library, report)
+    }
+
+    /// Fetches snapshot `key` and decompresses it into the store's database,
+    /// with the content directory of a store all of whose data is remote.
+    private static func restore(_ key: String, from backend: any ObjectBackend, to location: StoreLocation) throws {
+        let packedPath = location.root + "/snapshot.db.zst", partial = location.databasePath + ".recovering"
+        defer { _ = Glibc.unlink(packedPath); _ = Glibc.unlink(partial) }
+        let packed = Glibc.open(packedPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard packed >= 0 else { throw LibraryError(errno: errno) }
+        defer { close(packed) }
+        _ = try backend.get(key, into: packed)
+        guard lseek(packed, 0, SEEK_SET) == 0 else { throw LibraryError(errno: errno) }
+        let database = Glibc.open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard database >= 0 else { throw LibraryError(errno: errno) }
+        do {
+            try Zstd.decompress(packed, into: database)
+            guard fsync(database) == 0 else { throw LibraryError(errno: errno) }
+            close(database)
+        } catch {
+            close(database)
+            throw error
+        }
+        // A store's database, whole: SQLite's own check before it is used.
+        let check = try Database(path: partial, mode: .readOnly)
+        let verdict = try check.statement("PRAGMA quick_check").first { $0.text(0) }
+        guard verdict == "ok", try check.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name = 'nodes'") == 1 else {
+            throw LibraryError.unusableStore("not a whole albumfs database (\(verdict ?? "no answer"))")
+        }
+        guard Glibc.rename(partial, location.databasePath) == 0 else { throw LibraryError(errno: errno) }
+        let content = ContentStore(directory: location.contentPath)
+        try content.createLayout()
+        try content.createMarker()
+    }
+
+    /// Puts back the asset of `companion` if the snapshot (taken at
+    /// `snapshotTime`) does not have it as uploaded: a new asset in the roll
+    /// and its albums, or the snapshot's asset brought up to the uploaded
+    /// content. An upload at or before the snapshot whose asset the
+    /// snapshot lacks was purged before it: left out. Whether it changed anything.
+    func adopt(_ companion: Companion, snapshotTime: Int?) throws(LibraryError) -> Bool {
+        let newer = snapshotTime.map { companion.uploaded >= $0 } ?? true
+        let now = options.now()
+        return try write { db -> Bool in
+            if let row = try db.attributes(of: companion.asset), row.kind == .asset {
+                if let object = try db.remoteObject(of: companion.asset), object.digest.sha256 == companion.digest.sha256 { return false }
+                guard newer else { return false }
+                try db.setRemoteObject(companion.asset, companion.digest, etag: nil, modified: companion.modified)
+                try db.writeContentState(companion.asset, size: companion.digest.size, modified: companion.modified, changed: now)
+                try db.markEvicted(companion.asset)
+                return true
+            }
+            guard newer else { return false }
+            let owner = Caller(uid: companion.uid, gid: companion.gid)
+            let id = companion.asset
+            try db.insertRecoveredAsset(id, mode: companion.mode, owner: owner, modified: companion.modified)
+            try db.writeContentState(id, size: companion.digest.size, modified: companion.modified, changed: now)
+            try db.insertEntry(FixedNode.cameraRoll, try db.freeName(in: FixedNode.cameraRoll, for: companion.rollName), id)
+            try db.touchDirectory(FixedNode.cameraRoll, now: now)
+            for path in companion.albums {
+                guard let album = try db.recoveredAlbum(at: path.dropLast(), now: now), let name = path.last else { continue }
+                try db.insertEntry(album, try db.freeName(in: album, for: name), id)
+                try db.touchDirectory(album, now: now)
+            }
+            if companion.favorite { try db.setFavorite(id, true) }
+            try db.setRemoteObject(id, companion.digest, etag: nil, modified: companion.modified)
+            try db.markEvicted(id)
+            return true
+        }
+    }
+}

@@ -1,0 +1,97 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CZstd
+
+/// What went wrong compressing or decompressing: one line.
+public struct ZstdError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Whole files through libzstd's streaming API, descriptor to descriptor
+/// (read and written from their current offsets), in 1 MiB pieces: nothing
+/// is held in memory whole. A compressed file carries zstd's checksum of its
+/// content, so a damaged one fails to decompress instead of giving other bytes.
+public enum Zstd {
+    /// Compresses all of `source` into `destination` at `level` (3: zstd's default).
+    public static func compress(_ source: Int32, into destination: Int32, level: Int32 = 3) throws {
+        guard let stream = ZSTD_createCCtx() else { throw ZstdError("zstd: out of memory") }
+        defer { ZSTD_freeCCtx(stream) }
+        try check(ZSTD_CCtx_setParameter(stream, ZSTD_c_compressionLevel, level))
+        try check(ZSTD_CCtx_setParameter(stream, ZSTD_c_checksumFlag, 1))
+        var input = [UInt8](repeating: 0, count: ZSTD_CStreamInSize())
+        var output = [UInt8](repeating: 0, count: ZSTD_CStreamOutSize())
+        while true {
+            let got = try readSome(source, into: &input)
+            let mode = got == 0 ? ZSTD_e_end : ZSTD_e_continue
+            var finished = false
+            try input.withUnsafeBytes { (inBytes) throws in
+                var inBuffer = ZSTD_inBuffer(src: inBytes.baseAddress, size: got, pos: 0)
+                repeat {
+                    let (remaining, produced) = try output.withUnsafeMutableBytes { (outBytes) throws -> (Int, Int) in
+                        var outBuffer = ZSTD_outBuffer(dst: outBytes.baseAddress, size: outBytes.count, pos: 0)
+                        let remaining = try check(ZSTD_compressStream2(stream, &outBuffer, &inBuffer, mode))
+                        return (remaining, outBuffer.pos)
+                    }
+                    try writeAll(destination, output, count: produced)
+                    finished = mode == ZSTD_e_end && remaining == 0
+                } while mode == ZSTD_e_end ? !finished : inBuffer.pos < inBuffer.size
+            }
+            if finished { return }
+        }
+    }
+
+    /// Decompresses all of `source` into `destination`; a file that is not
+    /// one whole zstd stream (cut short, damaged, another format) is an error.
+    public static func decompress(_ source: Int32, into destination: Int32) throws {
+        guard let stream = ZSTD_createDCtx() else { throw ZstdError("zstd: out of memory") }
+        defer { ZSTD_freeDCtx(stream) }
+        var input = [UInt8](repeating: 0, count: ZSTD_DStreamInSize())
+        var output = [UInt8](repeating: 0, count: ZSTD_DStreamOutSize())
+        var frameOpen = false
+        var sawInput = false
+        while true {
+            let got = try readSome(source, into: &input)
+            if got == 0 { break }
+            sawInput = true
+            try input.withUnsafeBytes { (inBytes) throws in
+                var inBuffer = ZSTD_inBuffer(src: inBytes.baseAddress, size: got, pos: 0)
+                while inBuffer.pos < inBuffer.size {
+                    let (remaining, produced) = try output.withUnsafeMutableBytes { (outBytes) throws -> (Int, Int) in
+                        var outBuffer = ZSTD_outBuffer(dst: outBytes.baseAddress, size: outBytes.count, pos: 0)
+                        let remaining = try check(ZSTD_decompressStream(stream, &outBuffer, &inBuffer))
+                        return (remaining, outBuffer.pos)
+                    }
+                    try writeAll(destination, output, count: produced)
+                    frameOpen = remaining != 0
+                }
+            }
+        }
+        guard sawInput, !frameOpen else { throw ZstdError("zstd: the compressed file is cut short") }
+    }
+
+    @discardableResult
+    private static func check(_ code: Int) throws -> Int {
+        if ZSTD_isError(code) != 0 { throw ZstdError("zstd: \(String(cString: ZSTD_getErrorName(code)))") }
+        return code
+    }
+
+    private static func readSome(_ descriptor: Int32, into buffer: inout [UInt8]) throws -> Int {
+        while true {
+            let got = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if got >= 0 { return got }
+            if errno != EINTR { throw ZstdError("reading: \(String(cString: strerror(errno)))") }
+        }
+    }
+
+    private static func writeAll(_ descriptor: Int32, _ buffer: [UInt8], count: Int) throws {
+        var done = 0
+        while done < count {
+            let wrote = buffer.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, count - done) }
+            if wrote < 0 && errno == EINTR { continue }
+            guard wrote > 0 else { throw ZstdError("writing: \(wrote < 0 ? String(cString: strerror(errno)) : "nothing written")") }
+            done += wrote
+        }
+    }
+}

@@ -1,0 +1,143 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+@testable import AlbumCore
+import ObjectStore
+
+@Suite("Surviving the machine: snapshots, companions (SEMANTICS.md § Surviving the machine)")
+struct SnapshotRulesTests {
+    @Test("retention: all of the last day, then the newest of each day, week and month; the newest always")
+    func retention() {
+        let day = 86_400, now = 400 * day
+        let times = [now - 10, now - 3_600, now - day - 10, now - day - 20, now - 3 * day - 100, now - 3 * day - 200,
+                     now - 20 * day, now - 20 * day - 60, now - 200 * day, now - 390 * day]
+        let expired = Snapshots.expired(times, now: now)
+        #expect(!expired.contains(now - 10) && !expired.contains(now - 3_600), "the last day is kept whole")
+        #expect(expired.contains(now - day - 20) && !expired.contains(now - day - 10), "one a day: the newest")
+        #expect(expired.contains(now - 3 * day - 200) && !expired.contains(now - 3 * day - 100))
+        #expect(expired.contains(now - 20 * day - 60) && !expired.contains(now - 20 * day), "one a week")
+        #expect(!expired.contains(now - 200 * day), "one a month for a year")
+        #expect(expired.contains(now - 390 * day), "older than a year")
+        #expect(Snapshots.expired([now - 900 * day], now: now).isEmpty, "the newest is never deleted")
+    }
+
+    @Test("a snapshot's key says when it was taken, in UTC, and sorts by time")
+    func keys() {
+        let key = Snapshots.key(at: 1_796_400_000)
+        #expect(key == "snapshots/20261204T160000Z.db.zst")
+        #expect(Snapshots.time(of: key) == 1_796_400_000)
+        #expect(Snapshots.time(of: "snapshots/2026120T162000Z.db.zst") == nil)
+        #expect(Snapshots.key(at: 1_796_400_000) < Snapshots.key(at: 1_796_400_001))
+    }
+
+    @Test("a companion reads back as written, names of any bytes included; another object is not one")
+    func companion() throws {
+        let odd: Name = [0x66, 0x0a, 0x2f, 0xff, 0x20]
+        let companion = Companion(asset: 42, digest: ObjectDigest(sha256: String(repeating: "ab", count: 32), size: 5, chunks: [1, 2]),
+                                  modified: 123, mode: 0o644, uid: 1000, gid: 100, uploaded: 99, favorite: true,
+                                  rollName: odd, albums: [[name("Trips"), name("2026"), odd], [name("A"), name("x.jpg")]])
+        #expect(Companion(decoding: companion.encoded()) == companion)
+        #expect(Companion(decoding: Array("not a companion\n".utf8)) == nil)
+        #expect(Companion(decoding: Array(companion.encoded().dropLast(30))) == nil)
+    }
+}
+
+@Suite("Surviving the machine: a library rebuilt from its bucket (SEMANTICS.md § Surviving the machine)", .serialized,
+       .enabled(if: gateway != nil, "needs RADOSGW_ENDPOINT and keys: scripts/test starts one"))
+struct RecoveryTests {
+    static let snapshotting = Array("user.albumfs.snapshotting".utf8)
+
+    /// What a person sees of a library: every directory's names with their
+    /// inode, the favorites, what Recently Deleted holds.
+    static func listing(_ library: Library) throws -> [String] {
+        var lines: [String] = []
+        func walk(_ directory: NodeID, _ path: String) throws {
+            for entry in try library.list(directory, after: 0, limit: 100_000) {
+                let name = path + "/" + String(decoding: entry.name, as: UTF8.self)
+                if path.isEmpty && !["Camera Roll", "Albums", "Recently Deleted"].contains(String(decoding: entry.name, as: UTF8.self)) { continue }
+                let favorite = (try? library.extendedAttribute(entry.attributes.id, Array("user.albumfs.favorite".utf8))) != nil ? "favorite" : "-"
+                lines.append("\(name) \(entry.attributes.id) \(entry.attributes.size) \(favorite)")
+                if entry.attributes.kind != .asset { try walk(entry.attributes.id, name) }
+            }
+        }
+        try walk(FixedNode.root, "")
+        return lines.sorted()
+    }
+
+    static func backend(_ f: RemoteFixture) throws -> S3ObjectBackend { try f.backend() }
+
+    @Test("sync's read of user.albumfs.snapshotting takes a snapshot; recover gives back names, inodes, albums, favorites, Recently Deleted and bytes")
+    func recoverFromSnapshot() throws {
+        let f = try RemoteFixture(snapshotSettle: 3600)
+        let s = f.store
+        let album = try s.makeAlbum("Trips")
+        let nested = try s.makeAlbum(album, "2026")
+        var contents: [String: [UInt8]] = [:]
+        for i in 0..<5 {
+            let bytes = (0..<(1000 + i)).map { UInt8(truncatingIfNeeded: $0 &* (i + 3)) }
+            let id = try s.createFile(TestStore.roll, "IMG_\(i).JPG", contents: bytes)
+            contents["IMG_\(i).JPG"] = bytes
+            if i < 3 { _ = try s.library.link(id, into: album, named: name("trip \(i).jpg")) }
+            if i == 1 { _ = try s.library.link(id, into: nested, named: name("one.jpg")) }
+        }
+        _ = try s.library.link(try #require(try s.id(TestStore.roll, "IMG_2.JPG")), into: FixedNode.favorites, named: name("IMG_2.JPG"))
+        _ = try s.library.unlink(TestStore.roll, name("IMG_4.JPG"))
+        try f.start()
+        try f.synced()
+        #expect(try f.bucket.list("snapshots/").isEmpty, "no snapshot before a minute of quiet (here an hour) or a wait for one")
+        #expect(try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("1"))
+        eventually("a snapshot in the bucket") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        #expect(try f.bucket.list("snapshots/").count == 1)
+        let before = try Self.listing(s.library)
+        s.library.stopRemoteSync()
+
+        let target = StoreLocation(path: s.directory + "/recovered")
+        let (recovered, report) = try Library.recover(from: try f.backend(), remote: f.remote, at: nil, into: target, owner: TestStore.owner)
+        #expect(report.snapshot != nil && report.lost == 0 && report.fromCompanions == 0)
+        #expect(try Self.listing(recovered) == before)
+        recovered.startRemoteSync(try f.backend())
+        defer { recovered.stopRemoteSync() }
+        for (fileName, original) in contents where fileName != "IMG_4.JPG" {
+            let id = try recovered.lookup(TestStore.roll, name(fileName)).id
+            #expect(try recovered.extendedAttribute(id, Array("user.albumfs.storage".utf8)) == bytes("remote"))
+            let file = try recovered.open(id, writable: false, truncate: false)
+            var buffer = [UInt8](repeating: 0, count: original.count + 8)
+            let n = try buffer.withUnsafeMutableBytes { try recovered.read(file, into: $0.baseAddress!, count: $0.count, at: 0) }
+            try recovered.release(file)
+            #expect(Array(buffer[..<n]) == original)
+        }
+    }
+
+    @Test("uploads after the last snapshot come back from their companions, in their albums; purged ones do not")
+    func recoverLaterUploads() throws {
+        let f = try RemoteFixture(trashDays: 0, snapshotSettle: 3600)
+        let s = f.store
+        let album = try s.makeAlbum("Later")
+        _ = try s.createFile(TestStore.roll, "first.jpg", contents: bytes("first"))
+        try f.start()
+        try f.synced()
+        eventually("a snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        for i in 0..<4 {
+            let id = try s.createFile(TestStore.roll, "new \(i).jpg", contents: bytes("new \(i)"))
+            _ = try s.library.link(id, into: album, named: name("in album \(i).jpg"))
+            if i == 0 { _ = try s.library.link(id, into: FixedNode.favorites, named: name("new 0.jpg")) }
+        }
+        try f.synced()
+        _ = try s.library.unlink(TestStore.roll, name("new 3.jpg"))
+        eventually("the purged asset's companion deleted") { try f.bucket.list("assets/").count == 4 }
+        let snapshots = try f.bucket.list("snapshots/").count
+        #expect(snapshots == 1, "no snapshot since (the machine dies before the next)")
+        let before = try Self.listing(s.library)
+        // The machine dies: no last snapshot at the end.
+        s.library.pausePoints.install { point throws(LibraryError) in if point == .snapshotStarting { throw .io(EIO) } }
+        s.library.stopRemoteSync()
+        #expect(try f.bucket.list("snapshots/").count == 1)
+
+        let target = StoreLocation(path: s.directory + "/recovered")
+        let (recovered, report) = try Library.recover(from: try f.backend(), remote: f.remote, at: nil, into: target, owner: TestStore.owner)
+        #expect(report.fromCompanions == 3)
+        #expect(try Self.listing(recovered) == before)
+    }
+}
