@@ -39,8 +39,21 @@ extension Library {
         if downloadWorkers.wait(timeout: deadline) == .timedOut {
             options.log("remote: downloads still under way at the end of the mount (they are fetched again when read)")
         }
-        // The worker's step may be a snapshot itself: only once it ended.
-        if workerEnded { takeLastSnapshot(sync.backend) }
+        // The worker's step may be a snapshot itself: only once it ended;
+        // and within the same bound (an unreachable store must not hold the
+        // unmount: the PUT left behind is whole or nothing, and the next
+        // mount takes a snapshot).
+        if workerEnded {
+            let done = DispatchSemaphore(value: 0)
+            let backend = sync.backend
+            DispatchQueue.global(qos: .utility).async { [self] in
+                takeLastSnapshot(backend)
+                done.signal()
+            }
+            if done.wait(timeout: deadline) == .timedOut {
+                options.log("remote: the last snapshot of the metadata did not finish within \(Int(timeout)) s (the next mount takes one)")
+            }
+        }
         _ = try? read { _ in }
     }
 

@@ -45,8 +45,9 @@ def sync(m) -> None:
 
 
 def objects(m) -> dict[str, int]:
-    """key -> size of every object under the store's prefix, as s3cmd lists them."""
-    listing = m.gateway.s3cmd("ls", "-r", f"s3://{m.bucket}/lib/").stdout
+    """key -> size of every original under the store's prefix (objects/), as s3cmd lists them
+    (the metadata's snapshots and the companions are SEMANTICS.md § Surviving the machine's)."""
+    listing = m.gateway.s3cmd("ls", "-r", f"s3://{m.bucket}/lib/objects/").stdout
     found = {}
     for line in listing.splitlines():
         parts = line.split()
