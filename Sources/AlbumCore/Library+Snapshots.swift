@@ -20,7 +20,7 @@ extension Library {
         let before = changeCount
         let now = Int(options.now() / 1_000_000_000)
         try pausePoints.reached(.snapshotStarting)
-        let (key, _) = try Snapshots.take(of: location, at: now, into: backend)
+        let (key, _) = try Snapshots.take(of: location, at: now, into: backend) { try pausePoints.reached(.snapshotCopying) }
         snapshotted.withLock { $0 = before }
         do { _ = try Snapshots.prune(backend, now: now) } catch { options.log("remote: deleting old snapshots: \(error) (tried again after the next one)") }
         return key

@@ -37,6 +37,9 @@ public enum PausePoint: Sendable {
     case remoteSyncStopped
     /// A snapshot of the metadata, before its copy is made (on the uploader's thread).
     case snapshotStarting
+    /// Inside a snapshot's read transaction, the copy under way (a test may
+    /// change the library here: it must not wait for the copy).
+    case snapshotCopying
 }
 
 final class PausePoints: Sendable {

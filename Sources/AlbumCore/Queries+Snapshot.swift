@@ -15,17 +15,23 @@ extension Database {
     /// every table (but `tablesNotSnapshotted`'s rows), index and sequence,
     /// and the schema version, read in one transaction on a connection of
     /// its own (a consistent state; the live connection never waits for it).
-    static func writeSnapshot(of livePath: String, to target: String) throws {
+    /// `copying` runs inside the transaction, once the schema is read (a pause point).
+    static func writeSnapshot(of livePath: String, to target: String, copying: () throws -> Void = {}) throws {
         let copy = try Database(path: target, mode: .readWriteCreate)
         copy.setBusyTimeout(milliseconds: 10_000)
         try copy.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF")
         try copy.statement("ATTACH DATABASE ?1 AS live").bind(.text(livePath)).run()
         defer { try? copy.execute("DETACH DATABASE live") }
-        try copy.transaction {
+        // DEFERRED, never IMMEDIATE (Database.transaction): an immediate
+        // transaction takes the write lock of every attached database, the
+        // live one too, and the library's writers would wait for the copy.
+        try copy.execute("BEGIN DEFERRED")
+        do {
             let schema = try copy.statement("""
                 SELECT type, name, sql FROM live.sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'
                 ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END, rowid
                 """).all { ($0.text(0), $0.text(1), $0.text(2)) }
+            try copying()
             for (type, name, sql) in schema {
                 try copy.execute(sql)
                 if type == "table" && !tablesNotSnapshotted.contains(name) {
@@ -37,6 +43,10 @@ extension Database {
                 try copy.execute("DELETE FROM main.sqlite_sequence; INSERT INTO main.sqlite_sequence SELECT * FROM live.sqlite_sequence")
             }
             try copy.execute("PRAGMA main.user_version = \(try copy.scalarInt("PRAGMA live.user_version"))")
+            try copy.execute("COMMIT")
+        } catch {
+            try? copy.execute("ROLLBACK")
+            throw error
         }
     }
 

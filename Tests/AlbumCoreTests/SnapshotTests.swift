@@ -5,6 +5,7 @@ import Foundation
 import Testing
 @testable import AlbumCore
 import ObjectStore
+import Synchronization
 
 @Suite("Surviving the machine: snapshots, companions (SEMANTICS.md § Surviving the machine)")
 struct SnapshotRulesTests {
@@ -108,6 +109,30 @@ struct RecoveryTests {
             try recovered.release(file)
             #expect(Array(buffer[..<n]) == original)
         }
+    }
+
+    @Test("a snapshot's copy never holds up the library's writers: a change made while it is copied commits at once, and is in no snapshot yet")
+    func copyDoesNotBlockWriters() throws {
+        let f = try RemoteFixture(snapshotSettle: 3600)
+        let s = f.store
+        _ = try s.createFile(TestStore.roll, "before.jpg", contents: bytes("before"))
+        let took = Mutex<Double?>(nil)
+        let library = s.library
+        library.pausePoints.install { point throws(LibraryError) in
+            guard point == .snapshotCopying, took.withLock({ $0 }) == nil else { return }
+            let start = Date()
+            // (On the uploader's thread, inside the copy's transaction.)
+            _ = try library.createAsset(in: TestStore.roll, named: name("during.jpg"), mode: 0o644, by: TestStore.owner)
+            took.withLock { $0 = Date().timeIntervalSince(start) }
+        }
+        try f.start()
+        try f.synced()
+        // (Each read of the count asks for a snapshot now.)
+        eventually("a snapshot's copy reached") { _ = try? library.extendedAttribute(TestStore.root, Self.snapshotting); return took.withLock { $0 } != nil }
+        let seconds = try #require(took.withLock { $0 })
+        #expect(seconds < 1, "a write waited \(seconds) s for the snapshot's copy")
+        library.pausePoints.install(nil)
+        s.library.stopRemoteSync()
     }
 
     @Test("uploads after the last snapshot come back from their companions, in their albums; purged ones do not")

@@ -75,11 +75,13 @@ public enum Snapshots {
     /// thumbnails), compressed, one PUT; the scratch files (in the store's
     /// directory) are removed after, and any a crash left are overwritten.
     /// Returns the key and the compressed size.
-    static func take(of location: StoreLocation, at time: Int, into backend: any ObjectBackend) throws -> (key: String, bytes: Int64) {
+    /// `copying`: run inside the copy's read transaction (a pause point).
+    static func take(of location: StoreLocation, at time: Int, into backend: any ObjectBackend,
+                     copying: () throws -> Void = {}) throws -> (key: String, bytes: Int64) {
         let copyPath = location.root + "/snapshot.db", packedPath = location.root + "/snapshot.db.zst"
         defer { _ = unlink(copyPath); _ = unlink(packedPath) }
         _ = unlink(copyPath)
-        try Database.writeSnapshot(of: location.databasePath, to: copyPath)
+        try Database.writeSnapshot(of: location.databasePath, to: copyPath, copying: copying)
         let packed = try compress(copyPath, into: packedPath)
         defer { close(packed.descriptor) }
         let key = key(at: time)
