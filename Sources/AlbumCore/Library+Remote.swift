@@ -17,8 +17,10 @@ extension Library {
     }
 
     /// Starts uploading through `backend` (the mount, for a store with a remote).
-    public func startRemoteSync(_ backend: any ObjectBackend) {
+    /// With `lease`, nothing is written to the bucket while it is not held.
+    public func startRemoteSync(_ backend: any ObjectBackend, lease: Lease? = nil) {
         guard remote != nil, !isReadOnly else { return }
+        self.lease.withLock { $0 = lease }
         let sync = RemoteSync(backend: backend, settle: options.uploadSettle)
         remoteSync.withLock { $0 = sync }
         sync.start(for: self)
@@ -43,7 +45,7 @@ extension Library {
         // and within the same bound (an unreachable store must not hold the
         // unmount: the PUT left behind is whole or nothing, and the next
         // mount takes a snapshot).
-        if workerEnded {
+        if workerEnded, leaseWhy() == nil {
             let done = DispatchSemaphore(value: 0)
             let backend = sync.backend
             DispatchQueue.global(qos: .utility).async { [self] in
@@ -55,6 +57,12 @@ extension Library {
             }
         }
         _ = try? read { _ in }
+    }
+
+    /// Nil when the bucket may be written to (the lease held, or none asked
+    /// for); else why not.
+    func leaseWhy() -> String? {
+        lease.withLock { $0 }?.mayWrite()
     }
 
     /// A write ended somewhere: the uploader looks at its queue.

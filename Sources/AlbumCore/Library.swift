@@ -49,6 +49,9 @@ public final class Library: Sendable {
     public let remote: RemoteConfiguration?
     /// Uploads to it and deletes from it, once the mount attaches a backend.
     let remoteSync = Mutex<RemoteSync?>(nil)
+    /// The mount's lease on the bucket (nil: none asked for, as by `remote
+    /// attach` or a test): nothing is written to the bucket unless it is held.
+    let lease = Mutex<Lease?>(nil)
     /// Evicted assets whose data is coming back from the bucket now
     /// (`user.albumfs.storage`: downloading). Changed under the database lock.
     let downloads = BlockingLock<[NodeID: Download]>([:])

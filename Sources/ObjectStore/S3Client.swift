@@ -39,12 +39,14 @@ public final class S3Client {
 
     // MARK: objects
 
-    /// Stores `bytes` as `key`. `ifNoneMatch`: only if no object has that key
-    /// (a lost race is `.preconditionFailed`). Returns the ETag.
+    /// Stores `bytes` as `key`. `ifNoneMatch`: only if no object has that
+    /// key; `ifMatch`: only if the object's ETag is that one (a lost race is
+    /// `.preconditionFailed`). Returns the ETag.
     @discardableResult
     public func put(_ key: String, bytes: [UInt8], metadata: [String: String] = [:],
-                    ifNoneMatch: Bool = false) throws(ObjectStoreError) -> String {
-        try put(key, body: .bytes(bytes), sha256: SHA256.hex(SHA256.digest(bytes)), metadata: metadata, ifNoneMatch: ifNoneMatch)
+                    ifNoneMatch: Bool = false, ifMatch: String? = nil) throws(ObjectStoreError) -> String {
+        try put(key, body: .bytes(bytes), sha256: SHA256.hex(SHA256.digest(bytes)), metadata: metadata,
+                ifNoneMatch: ifNoneMatch, ifMatch: ifMatch)
     }
 
     /// Stores `length` bytes of the open file `descriptor` as `key`;
@@ -57,9 +59,11 @@ public final class S3Client {
     }
 
     private func put(_ key: String, body: HTTPConnection.Body, sha256: String, metadata: [String: String],
-                     ifNoneMatch: Bool) throws(ObjectStoreError) -> String {
+                     ifNoneMatch: Bool, ifMatch: String? = nil) throws(ObjectStoreError) -> String {
         var headers = metadata.sorted { $0.key < $1.key }.map { (name: "x-amz-meta-\($0.key.lowercased())", value: $0.value) }
         if ifNoneMatch { headers.append(("If-None-Match", "*")) }
+        // (radosgw compares the value as it is: quoted, it never matches.)
+        if let ifMatch { headers.append(("If-Match", ifMatch)) }
         let response = try send("PUT", path: objectPath(key), headers: headers, body: body, payloadHash: sha256)
         try Self.check(response, "put \(key)")
         return response.headers["etag"].map(Self.unquote) ?? ""
@@ -88,6 +92,14 @@ public final class S3Client {
         let response = try send("GET", path: objectPath(key), headers: headers, body: .none, into: sink)
         try Self.check(response, "get \(key)")
         return response
+    }
+
+    /// The object's bytes and ETag; nil when there is none.
+    public func getWithETag(_ key: String) throws(ObjectStoreError) -> (bytes: [UInt8], etag: String)? {
+        let response = try send("GET", path: objectPath(key), body: .none, into: .memory)
+        if response.status == 404 { return nil }
+        try Self.check(response, "get \(key)")
+        return (response.body, response.headers["etag"].map(Self.unquote) ?? "")
     }
 
     /// The object's size, ETag and metadata; nil when there is none.

@@ -167,6 +167,41 @@ public final class S3ObjectBackend: @unchecked Sendable {
         try client.run { (s3) throws(ObjectStoreError) in try s3.delete(key) }
     }
 
+    // MARK: the lease (conditional requests)
+
+    public func read(_ key: String) throws -> (bytes: [UInt8], etag: String)? {
+        try client.run { (s3) throws(ObjectStoreError) in try s3.getWithETag(key) }
+    }
+
+    /// Stores `bytes` as `key` if there is no such object (`etag` nil) or it
+    /// has that ETag; nil when it did not (412). Whether the store honours
+    /// the condition is for `probeConditionalPut` to say.
+    public func put(_ key: String, bytes: [UInt8], ifETag etag: String?) throws -> String? {
+        try client.run { (s3) throws(ObjectStoreError) -> String? in
+            do throws(ObjectStoreError) {
+                return try s3.put(key, bytes: bytes, ifNoneMatch: etag == nil, ifMatch: etag)
+            } catch .preconditionFailed {
+                return nil
+            }
+        }
+    }
+
+    /// Whether the store refuses a PUT with `If-None-Match: *` over an
+    /// object that exists (some accept the header and ignore it): one
+    /// object `key` written, tried again conditionally, and removed.
+    public func probeConditionalPut(_ key: String) throws -> Bool {
+        try client.run { (s3) throws(ObjectStoreError) -> Bool in
+            _ = try s3.put(key, bytes: Array("probe".utf8))
+            defer { try? s3.delete(key) }
+            do throws(ObjectStoreError) {
+                _ = try s3.put(key, bytes: Array("probe again".utf8), ifNoneMatch: true)
+                return false
+            } catch .preconditionFailed {
+                return true
+            }
+        }
+    }
+
     /// Makes the bucket if it is not there (`albumfs init --remote`), which
     /// also proves the endpoint and the keys.
     public func createBucket() throws(ObjectStoreError) {

@@ -92,6 +92,7 @@ struct MountCommand {
     private func serve(_ location: StoreLocation, _ mountPoint: String, _ options: MountOptions) throws(CommandFailure) -> Int32 {
         let lock: StoreLock
         let session: MountSession
+        var mountLease: Lease?
         // Everything the daemon creates in the store is private to its owner.
         umask(0o077)
         // Its paths are absolute: it keeps no directory busy (the launcher's
@@ -104,7 +105,17 @@ struct MountCommand {
                                       readOnly: options.readOnly, create: creates, options: try libraryOptions(options))
             // Uploads go off the request threads; a remote without keys is refused here, with its reason.
             if let remote = library.remote, !options.readOnly {
-                library.startRemoteSync(try RemoteConnection.backend(for: remote, readTimeout: options.remoteTimeout))
+                let backend = try RemoteConnection.backend(for: remote, readTimeout: options.remoteTimeout)
+                // One writer: another store's live lease refuses the mount here, naming it.
+                if (try? backend.probeConditionalPut("lease-probe")) == false {
+                    Log.error("remote: \(remote.url) ignores conditional PUTs (If-None-Match): the lease cannot keep a second writer out; mount one store at a time")
+                }
+                let lease = Lease(bucket: backend, url: remote.url, holder: try Lease.holderID(of: location), duration: options.leaseTime)
+                do { try lease.acquire(takeOver: options.takeOver) } catch { throw CommandFailure(.unusableStore, error.description) }
+                if case .pending(let why) = lease.state.withLock({ $0 }) { Log.error("remote: \(why) (uploads wait for it)") }
+                library.startRemoteSync(backend, lease: lease)
+                lease.startRenewing(log: { Log.error($0) })
+                mountLease = lease
             }
             var configuration = MountConfiguration(store: location, mountPoint: mountPoint)
             configuration.readOnly = options.readOnly
@@ -144,6 +155,8 @@ struct MountCommand {
         // loop below serves them: a unit that waits for READY may use it now.
         ServiceManager.ready(mountPoint: mountPoint)
         let status = withExtendedLifetime(lock) { session.run() }
+        // After the session's end took the last snapshot: the next writer may come.
+        mountLease?.release()
         ServiceManager.stopping()
         // libfuse's loop returns the signal that ended it: SIGTERM (systemctl
         // stop), SIGINT and SIGHUP are clean stops, as an unmount is.

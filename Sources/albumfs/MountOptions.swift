@@ -14,6 +14,11 @@ struct MountOptions {
     /// `remote_timeout=SECONDS`: how long a read of data only in the bucket
     /// waits with nothing coming before it fails with EIO.
     var remoteTimeout: Double = 10
+    /// `lease_time=SECONDS`: how long the lease on the bucket lasts unless
+    /// renewed (every third of it); `take_over`: take it from another store
+    /// whose machine is gone (SEMANTICS.md § Surviving the machine).
+    var leaseTime = 60
+    var takeOver = false
     /// `nothumbnails`: put no thumbnails in the mounting user's thumbnail
     /// cache (SEMANTICS.md § Thumbnails).
     var thumbnails = true
@@ -57,6 +62,13 @@ struct MountOptions {
                     throw CommandFailure(.usage, "cache_size takes a size (bytes, or with K, M, G or T): \(option)")
                 }
                 cacheSize = bytes
+            } else if option == "take_over" {
+                takeOver = true
+            } else if option.hasPrefix("lease_time=") {
+                guard let seconds = Int(option.dropFirst("lease_time=".count)), seconds >= 3, seconds <= 3600 else {
+                    throw CommandFailure(.usage, "lease_time takes seconds, from 3 to 3600: \(option)")
+                }
+                leaseTime = seconds
             } else if option.hasPrefix("remote_timeout=") {
                 guard let seconds = Double(option.dropFirst("remote_timeout=".count)), seconds >= 1, seconds <= 3600 else {
                     throw CommandFailure(.usage, "remote_timeout takes seconds, from 1 to 3600: \(option)")

@@ -56,9 +56,19 @@ struct RemoteAttachCommand {
             return ExitCode.success.rawValue
         }
         let attached = library
-        attached.startRemoteSync(try RemoteConnection.backend(for: remote))
+        let backend = try RemoteConnection.backend(for: remote)
+        // One writer: a store that holds the bucket's lease (mounted elsewhere) refuses the uploads.
+        let lease = Lease(bucket: backend, url: remote.url, holder: try holderID(location), duration: 60)
+        do { try lease.acquire() } catch { throw CommandFailure(.unusableStore, error.description) }
+        lease.startRenewing(log: { toStandardError("albumfs: \($0)\n") })
+        defer { lease.release() }
+        attached.startRemoteSync(backend, lease: lease)
         defer { attached.stopRemoteSync() }
         return try waitForUploads(attached, location)
+    }
+
+    private func holderID(_ location: StoreLocation) throws(CommandFailure) -> String {
+        do { return try Lease.holderID(of: location) } catch { throw CommandFailure(.unusableStore, describe(error)) }
     }
 
     /// A progress line (on a terminal: redrawn; else one at the end) until

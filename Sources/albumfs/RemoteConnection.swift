@@ -2,6 +2,7 @@ import AlbumCore
 import ObjectStore
 
 extension S3ObjectBackend: ObjectBackend {}
+extension S3ObjectBackend: LeaseBucket {}
 
 /// A store's remote made into a bucket to talk to: its address from the
 /// store, its keys from the environment or the credentials file (never from

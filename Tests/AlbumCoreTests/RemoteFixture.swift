@@ -7,6 +7,7 @@ import Testing
 import ObjectStore
 
 extension S3ObjectBackend: ObjectBackend {}
+extension S3ObjectBackend: LeaseBucket {}
 
 /// The RADOS Gateway scripts/test started (scripts/lib/radosgw).
 let gateway: (endpoint: String, credentials: Credentials)? = {

@@ -124,7 +124,8 @@ def test_uploads_after_the_last_snapshot_come_back_in_their_albums(library, moun
     """§ Surviving the machine, companions (must-hold 2): after a snapshot, 20 more photos copied
     into an album are uploaded (the uploads counted down to 0), and the daemon is SIGKILLed before
     the next snapshot (due a minute after the last change); the store is deleted. `recover` gives
-    all 20 back, in the roll and in their album, with their bytes."""
+    all 20 back, in the roll and in their album, with their bytes (mounted with -o take_over: the
+    dead machine's lease has not run out yet)."""
     m = library
     write(m.roll / "before.jpg", payload(20_000, "before"))
     (m.albums / "Party").mkdir()
@@ -143,7 +144,8 @@ def test_uploads_after_the_last_snapshot_come_back_in_their_albums(library, moun
 
     out = recover(m, tmp_path / "recovered")
     assert "20 of them uploaded after it" in out, out
-    again = mount_factory("again", store=tmp_path / "recovered", env=m.keys)
+    # The dead machine's lease still runs (a minute): the machine is gone, so take it over.
+    again = mount_factory("again", store=tmp_path / "recovered", env=m.keys, options=["take_over"])
     assert sorted(os.listdir(again.albums / "Party")) == sorted(later)
     for name, data in later.items():
         assert (again.roll / name).read_bytes() == data

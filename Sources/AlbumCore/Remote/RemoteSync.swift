@@ -208,6 +208,8 @@ final class RemoteSync: Sendable {
     /// One delete owed (an object, else a companion), else one upload
     /// queued, else the metadata's snapshot if it is due.
     private func step(_ library: Library) -> Outcome {
+        // One writer: nothing goes to the bucket without the lease.
+        if let why = library.leaseWhy() { return .failed(why) }
         do {
             if let sha256 = try library.read({ db in try db.nextRemoteDelete() }) {
                 return try delete(sha256, library)
