@@ -191,6 +191,22 @@ public struct ContentStore: Sendable {
         }
     }
 
+    /// Removes the whole content directory: its files, the fan-out and
+    /// transfer directories, the marker (a mirror's cache rebuilt from a newer
+    /// snapshot; never a library's own store).
+    func removeEverything() throws(LibraryError) {
+        for sub in try entries(of: directory) {
+            let subPath = "\(directory)/\(sub)"
+            if let names = try? entries(of: subPath) {
+                for name in names { _ = unlink("\(subPath)/\(name)") }
+                _ = rmdir(subPath)
+            } else {
+                _ = unlink(subPath)
+            }
+        }
+        if rmdir(directory) != 0 && errno != ENOENT { throw LibraryError(errno: errno) }
+    }
+
     /// Whether any asset data is there (stops at the first file found).
     func holdsAnyData() throws(LibraryError) -> Bool {
         for sub in try entries(of: directory) where sub != Self.markerName && sub != Self.transfersName {

@@ -18,10 +18,12 @@ extension Library {
 
     /// Starts uploading through `backend` (the mount, for a store with a remote).
     /// With `lease`, nothing is written to the bucket while it is not held.
-    public func startRemoteSync(_ backend: any ObjectBackend, lease: Lease? = nil) {
+    /// `mirror`: a second device's cache (Mirror.swift): originals come from
+    /// the bucket and the cache is bounded, and nothing is ever written to it.
+    public func startRemoteSync(_ backend: any ObjectBackend, lease: Lease? = nil, mirror: Bool = false) {
         guard remote != nil, !isReadOnly else { return }
         self.lease.withLock { $0 = lease }
-        let sync = RemoteSync(backend: backend, settle: options.uploadSettle)
+        let sync = RemoteSync(backend: backend, settle: options.uploadSettle, mirror: mirror)
         remoteSync.withLock { $0 = sync }
         sync.start(for: self)
     }
@@ -45,7 +47,7 @@ extension Library {
         // and within the same bound (an unreachable store must not hold the
         // unmount: the PUT left behind is whole or nothing, and the next
         // mount takes a snapshot).
-        if workerEnded, leaseWhy() == nil {
+        if workerEnded, leaseWhy() == nil, !sync.mirror {
             let done = DispatchSemaphore(value: 0)
             let backend = sync.backend
             DispatchQueue.global(qos: .utility).async { [self] in

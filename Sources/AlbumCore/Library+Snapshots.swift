@@ -8,7 +8,7 @@ extension Library {
     /// (the root's `user.albumfs.snapshotting`). Never on a read-only mount
     /// or a store without a remote.
     public var snapshotPending: Bool {
-        guard remote != nil, !isReadOnly else { return false }
+        guard remote != nil, !isReadOnly, remoteSync.withLock({ $0 })?.mirror != true else { return false }
         return snapshotted.withLock { $0 } != changeCount
     }
 
@@ -18,9 +18,10 @@ extension Library {
     func takeSnapshot(_ backend: any ObjectBackend) throws -> String {
         // Read before the copy starts: a change committed during it counts as not held.
         let before = changeCount
-        let now = Int(options.now() / 1_000_000_000)
+        let time = options.now()
+        let now = Int(time / 1_000_000_000)
         try pausePoints.reached(.snapshotStarting)
-        let (key, _) = try Snapshots.take(of: location, at: now, into: backend) { try pausePoints.reached(.snapshotCopying) }
+        let (key, _) = try Snapshots.take(of: location, at: time, into: backend) { try pausePoints.reached(.snapshotCopying) }
         snapshotted.withLock { $0 = before }
         do { _ = try Snapshots.prune(backend, now: now) } catch { options.log("remote: deleting old snapshots: \(error) (tried again after the next one)") }
         return key

@@ -24,6 +24,12 @@ struct MountCommand {
     var createStore = false
     /// Internal: the daemon reports "ready" or its failure on this descriptor.
     var readyDescriptor: Int32?
+    /// `--remote s3://… --endpoint URL [--cache DIR]`: a second device's
+    /// read-only view of a library in a bucket, no store of its own (SEMANTICS.md
+    /// § Surviving the machine); its cache directory (default
+    /// `${XDG_CACHE_HOME:-~/.cache}/albumfs/BUCKET/PREFIX`) is `store`.
+    var mirror: RemoteConfiguration?
+    private var remoteArguments = RemoteArguments()
 
     init(parsing arguments: [String], storeAsArgument: Bool) throws(CommandFailure) {
         var reader = ArgumentReader(arguments)
@@ -42,12 +48,19 @@ struct MountCommand {
                 readyDescriptor = fd
             case _ where argument.hasPrefix("-o"):
                 optionLists.append(try reader.value(of: "-o", in: argument))
+            case _ where argument.hasPrefix("--cache"):
+                store = try reader.value(of: "--cache", in: argument)
+            case _ where try remoteArguments.take(argument, from: &reader):
+                break
             case _ where argument.hasPrefix("-") && argument.count > 1:
                 throw .usage("unknown option \(argument)")
             default:
                 positionals.append(argument)
             }
         }
+        mirror = try remoteArguments.configuration()
+        if mirror != nil && storeAsArgument { throw .usage("--remote mounts a bucket, not a store") }
+        if let mirror, store == nil, let cache = Self.defaultCache(of: mirror) { store = cache }
         if storeAsArgument {
             guard positionals.count == 2 else { throw .usage("expected STORE MOUNTPOINT") }
             self.store = positionals[0]
@@ -59,13 +72,26 @@ struct MountCommand {
         }
     }
 
+    /// `${XDG_CACHE_HOME:-$HOME/.cache}/albumfs/BUCKET/PREFIX` for a mirror.
+    static func defaultCache(of remote: RemoteConfiguration) -> String? {
+        let environment = ["XDG_CACHE_HOME", "HOME"].reduce(into: [String: String]()) { found, name in
+            if let value = getenv(name) { found[name] = String(cString: value) }
+        }
+        let base = environment["XDG_CACHE_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["HOME"].map { $0 + "/.cache" }
+        let path = remote.url.dropFirst("s3://".count).split(separator: "/").joined(separator: "/")
+        return base.map { "\($0)/albumfs/\(path)" }
+    }
+
     func run() throws(CommandFailure) -> Int32 {
         let options = try MountOptions(optionLists)
+        if mirror != nil && !options.readOnly {
+            throw CommandFailure(.usage, "a mount of a bucket without its store is read-only: add -o ro (only the library's own store writes)")
+        }
         let location = try storeLocation(store)
         let mountPoint = StoreLocation(path: self.mountPoint).root
         try checkMountPoint(mountPoint)
         do {
-            if creates { try location.createDirectory() } else { try location.requireStore() }
+            if creates || mirror != nil { try location.createDirectory() } else { try location.requireStore() }
         } catch {
             throw report(CommandFailure(.unusableStore, describe(error)))
         }
@@ -93,6 +119,7 @@ struct MountCommand {
         let lock: StoreLock
         let session: MountSession
         var mountLease: Lease?
+        var mirrorLibrary: Library?
         // Everything the daemon creates in the store is private to its owner.
         umask(0o077)
         // Its paths are absolute: it keeps no directory busy (the launcher's
@@ -100,11 +127,22 @@ struct MountCommand {
         // neither do the processes it starts.
         _ = chdir("/")
         do {
-            lock = try StoreLock(location: location, mode: options.readOnly ? .readOnly : .readWrite)
-            let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()),
-                                      readOnly: options.readOnly, create: creates, options: try libraryOptions(options))
+            lock = try StoreLock(location: location, mode: options.readOnly && mirror == nil ? .readOnly : .readWrite)
+            var libraryOptions = try libraryOptions(options)
+            if let mirror {
+                // The cache is the bucket's newest snapshot; it is written (originals
+                // fetched, evicted), the mount is read-only in the kernel.
+                let backend = try RemoteConnection.backend(for: mirror, readTimeout: options.remoteTimeout)
+                _ = try Library.prepareMirror(at: location, of: mirror, from: backend, owner: Caller(uid: getuid(), gid: getgid()))
+                libraryOptions.factsReader = nil
+                let library = try Library(location: location, owner: Caller(uid: getuid(), gid: getgid()), options: libraryOptions)
+                library.startRemoteSync(backend, mirror: true)
+                mirrorLibrary = library
+            }
+            let library = try mirrorLibrary ?? Library(location: location, owner: Caller(uid: getuid(), gid: getgid()),
+                                                       readOnly: options.readOnly, create: creates, options: libraryOptions)
             // Uploads go off the request threads; a remote without keys is refused here, with its reason.
-            if let remote = library.remote, !options.readOnly {
+            if let remote = library.remote, !options.readOnly, mirror == nil {
                 let backend = try RemoteConnection.backend(for: remote, readTimeout: options.remoteTimeout)
                 // One writer: another store's live lease refuses the mount here, naming it.
                 if (try? backend.probeConditionalPut("lease-probe")) == false {
@@ -189,6 +227,10 @@ struct MountCommand {
         if singleThreaded { arguments.append("-s") }
         if creates { arguments.append("--create") }
         for list in optionLists { arguments += ["-o", list] }
+        if let mirror {
+            arguments += ["--remote", mirror.url, "--endpoint", mirror.endpoint, "--region", mirror.region]
+            if let profile = mirror.profile { arguments += ["--profile", profile] }
+        }
         arguments.append(mountPoint)
         return arguments
     }

@@ -20,8 +20,10 @@ struct RecoverCommand {
             if try options.take(argument, from: &reader) { continue }
             if argument.hasPrefix("--at") {
                 let text = try reader.value(of: "--at", in: argument)
-                let stamp = String(text.filter { $0 != "-" && $0 != ":" })
-                guard !stamp.isEmpty, stamp.count <= 16, stamp.allSatisfy({ $0.isNumber || $0 == "T" || $0 == "Z" }) else {
+                // A snapshot's name is YYYYMMDDTHHMMSSmmmZ: compared as a prefix, without the zone letter.
+                var stamp = String(text.filter { $0 != "-" && $0 != ":" && $0 != "." })
+                if stamp.hasSuffix("Z") { stamp.removeLast() }
+                guard !stamp.isEmpty, stamp.count <= 18, stamp.allSatisfy({ $0.isNumber || $0 == "T" }) else {
                     throw .usage("--at takes a UTC time, YYYY-MM-DDTHH:MM:SSZ or a prefix of it (a date), not \(text)")
                 }
                 at = stamp

@@ -24,13 +24,15 @@ struct SnapshotRulesTests {
         #expect(Snapshots.expired([now - 900 * day], now: now).isEmpty, "the newest is never deleted")
     }
 
-    @Test("a snapshot's key says when it was taken, in UTC, and sorts by time")
+    @Test("a snapshot's key says when it was taken, in UTC to the millisecond, and sorts by time")
     func keys() {
-        let key = Snapshots.key(at: 1_796_400_000)
-        #expect(key == "snapshots/20261204T160000Z.db.zst")
+        let key = Snapshots.key(at: 1_796_400_000_042_000_000)
+        #expect(key == "snapshots/20261204T160000042Z.db.zst")
         #expect(Snapshots.time(of: key) == 1_796_400_000)
-        #expect(Snapshots.time(of: "snapshots/2026120T162000Z.db.zst") == nil)
-        #expect(Snapshots.key(at: 1_796_400_000) < Snapshots.key(at: 1_796_400_001))
+        #expect(Snapshots.time(of: "snapshots/2026120T160000042Z.db.zst") == nil)
+        #expect(Snapshots.time(of: "snapshots/20261204T16000004xZ.db.zst") == nil)
+        #expect(Snapshots.key(at: 1_796_400_000_042_000_000) < Snapshots.key(at: 1_796_400_000_043_000_000))
+        #expect(Snapshots.key(at: 1_796_400_000_999_000_000) < Snapshots.key(at: 1_796_400_001_000_000_000))
     }
 
     @Test("a companion reads back as written, names of any bytes included; another object is not one")
@@ -132,6 +134,47 @@ struct RecoveryTests {
         let seconds = try #require(took.withLock { $0 })
         #expect(seconds < 1, "a write waited \(seconds) s for the snapshot's copy")
         library.pausePoints.install(nil)
+        s.library.stopRemoteSync()
+    }
+
+    @Test("a second device's cache: made from the newest snapshot, kept while it is the newest, rebuilt from a newer one; it never writes to the bucket")
+    func mirrorCache() throws {
+        let f = try RemoteFixture(snapshotSettle: 3600)
+        let s = f.store
+        _ = try s.createFile(TestStore.roll, "one.jpg", contents: bytes("one"))
+        try f.start()
+        try f.synced()
+        eventually("a snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        let cache = StoreLocation(path: s.directory + "/cache")
+        let first = try Library.prepareMirror(at: cache, of: f.remote, from: try f.backend(), owner: TestStore.owner)
+        #expect(first != nil)
+        do {
+            let mirror = try Library(location: cache, owner: TestStore.owner)
+            mirror.startRemoteSync(try f.backend(), mirror: true)
+            #expect(try Self.listing(mirror) == Self.listing(s.library))
+            let id = try mirror.lookup(TestStore.roll, name("one.jpg")).id
+            let file = try mirror.open(id, writable: false, truncate: false)
+            var buffer = [UInt8](repeating: 0, count: 16)
+            let n = try buffer.withUnsafeMutableBytes { try mirror.read(file, into: $0.baseAddress!, count: $0.count, at: 0) }
+            try mirror.release(file)
+            #expect(Array(buffer[..<n]) == bytes("one"))
+            eventually("the original installed in the cache") {
+                try mirror.extendedAttribute(id, Array("user.albumfs.storage".utf8)) == bytes("both")
+            }
+            #expect(mirror.snapshotPending == false, "a mirror has nothing to snapshot (sync --wait returns)")
+            mirror.stopRemoteSync()
+        }
+        #expect(try f.bucket.list("snapshots/").count == 1, "the mirror wrote a snapshot")
+        #expect(try Library.prepareMirror(at: cache, of: f.remote, from: try f.backend(), owner: TestStore.owner) == first)
+        let one = try s.library.lookup(TestStore.roll, name("one.jpg")).id
+        #expect(pathExists(ContentStore(directory: cache.contentPath).path(of: one)), "the cache kept its original while the snapshot is the newest")
+        // A newer snapshot (named to the millisecond: another name, even within the second).
+        _ = try s.makeAlbum("Later")
+        eventually("another snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        let second = try Library.prepareMirror(at: cache, of: f.remote, from: try f.backend(), owner: TestStore.owner)
+        #expect(second != first)
+        let rebuilt = try Library(location: cache, owner: TestStore.owner)
+        #expect(try Self.listing(rebuilt) == Self.listing(s.library))
         s.library.stopRemoteSync()
     }
 

@@ -16,6 +16,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import threading
 import time
 from typing import Callable, Iterator
@@ -327,3 +328,50 @@ def test_an_offline_store_queues_new_photos_and_the_queue_drains_when_it_is_back
     assert_bucket_holds(m, photos, tmp_path)
     assert {storage(m.roll / name) for name in ["b0-renamed.jpg", *list(before)[1:], *offline]} == {"both"}
     assert poll(lambda: stats(m)["last_remote_error"] is None, 10), stats(m)
+
+
+@pytest.mark.parametrize("point", ["body cut", "answer held"])
+def test_a_kill_during_a_snapshot_upload_leaves_the_last_one_usable_and_the_next_completes(
+        remote_mount, mount_factory, tmp_path, point):
+    """SEMANTICS.md § Surviving the machine, snapshots (must-hold 3): the daemon is SIGKILLed while
+    a snapshot goes up, at two seeded points: its PUT cut after 1 KiB of the body (the proxy resets
+    it and holds the retry), or its PUT whole at radosgw and the answer held. The bucket then holds
+    only whole snapshots (each one recover can use: the newest decompresses and is a store); the
+    remount's snapshot completes; recover from it gives the remounted library's listing."""
+    from test_recover import listing, snapshots
+    m = remote_mount
+    proxy = m.proxy
+    write(m.roll / "a.jpg", payload(20_000, "a"))
+    sync(m)
+    assert len(snapshots(m)) == 1
+    (m.albums / "Trip").mkdir()
+    os.link(m.roll / "a.jpg", m.albums / "Trip" / "a.jpg")
+    if point == "body cut":
+        proxy.reset_mid_request("PUT", after_bytes=1024, path_contains="/snapshots/")
+        proxy.stall("PUT", path_contains="/snapshots/", times=100)
+        os.getxattr(m.mp, "user.albumfs.snapshotting")   # asks for the snapshot now
+        proxy.wait_until(lambda: proxy.stalled >= 1, timeout=60)
+    else:
+        proxy.stall("PUT", path_contains="/snapshots/", times=100)
+        os.getxattr(m.mp, "user.albumfs.snapshotting")
+        proxy.wait_until(lambda: proxy.stalled >= 1, timeout=60)
+    m.kill()
+    proxy.clear_faults()
+    proxy.release()
+    held = snapshots(m)
+    assert 1 <= len(held) <= 2, held
+    recover_dir = tmp_path / f"r{len(held)}"
+    out = run([ALBUMFS, "recover", "--remote", f"s3://{m.bucket}/lib", "--endpoint", m.gateway.endpoint, recover_dir],
+              env={**os.environ, **m.keys}, text=True, timeout=120).stdout
+    assert "skipped" not in out, f"recover met a half snapshot: {out}"
+    m.start()
+    sync(m)
+    after = snapshots(m)
+    assert len(after) > len(held) or after[-1] != held[-1], "the remount took no snapshot"
+    shutil.rmtree(recover_dir)
+    run([ALBUMFS, "recover", "--remote", f"s3://{m.bucket}/lib", "--endpoint", m.gateway.endpoint, recover_dir],
+        env={**os.environ, **m.keys}, timeout=120)
+    expected = listing(m.mp)
+    m.unmount()   # (its lease released: the recovered store may write, and fetch)
+    again = mount_factory("again", store=recover_dir, env=m.keys)
+    assert listing(again.mp) == expected

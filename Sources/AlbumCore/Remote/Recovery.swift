@@ -22,7 +22,7 @@ public struct RecoveryReport: Sendable {
 /// companions of later uploads.
 extension Library {
     /// Builds a new store at `location` from `backend`: `at` is a stamp
-    /// (`YYYYMMDDTHHMMSSZ`, or a prefix of one) the snapshot may not be
+    /// (`YYYYMMDDTHHMMSSmmm`, or a prefix of one) the snapshot may not be
     /// newer than. `progress` is told what is being done.
     public static func recover(from backend: any ObjectBackend, remote: RemoteConfiguration, at: String?, into location: StoreLocation,
                                owner: Caller, options: LibraryOptions = LibraryOptions(),

@@ -43,9 +43,13 @@ final class RemoteSync: Sendable {
     /// Someone waits for a snapshot: it is due at once.
     private let snapshotHurried = Atomic<Bool>(false)
 
-    init(backend: any ObjectBackend, settle: Double = 1) {
+    /// A second device's: no step ever writes to the bucket (only the cache bound runs).
+    let mirror: Bool
+
+    init(backend: any ObjectBackend, settle: Double = 1, mirror: Bool = false) {
         self.backend = backend
         self.settle = settle
+        self.mirror = mirror
     }
 
     /// Starts the worker for `library` (which it does not keep alive).
@@ -208,6 +212,7 @@ final class RemoteSync: Sendable {
     /// One delete owed (an object, else a companion), else one upload
     /// queued, else the metadata's snapshot if it is due.
     private func step(_ library: Library) -> Outcome {
+        if mirror { return .idle }
         // One writer: nothing goes to the bucket without the lease.
         if let why = library.leaseWhy() { return .failed(why) }
         do {

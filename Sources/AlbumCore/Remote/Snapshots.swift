@@ -5,43 +5,47 @@ import SQLiteKit
 import Zstd
 
 /// The metadata's snapshots in the bucket (SEMANTICS.md § Surviving the
-/// machine): `snapshots/YYYYMMDDTHHMMSSZ.db.zst`, one PUT each (whole or
-/// absent), named by when they were taken, so that the names sort by time.
+/// machine): `snapshots/YYYYMMDDTHHMMSSmmmZ.db.zst`, one PUT each (whole or
+/// absent), named by when they were taken to the millisecond, so that the
+/// names sort by time and two snapshots of one second are two objects (a
+/// second device tells a newer snapshot by its name).
 public enum Snapshots {
     public static let prefix = "snapshots/"
     static let suffix = ".db.zst"
 
-    /// The key of a snapshot taken at `time` (seconds since the epoch, UTC).
-    static func key(at time: Int) -> String {
+    /// The key of a snapshot taken at `time` (nanoseconds since the epoch, UTC).
+    static func key(at time: Nanoseconds) -> String {
         prefix + stamp(time) + suffix
     }
 
-    /// `YYYYMMDDTHHMMSSZ`.
-    static func stamp(_ time: Int) -> String {
-        var seconds = time_t(time)
+    /// `YYYYMMDDTHHMMSSmmmZ`.
+    static func stamp(_ time: Nanoseconds) -> String {
+        var seconds = time_t(time / 1_000_000_000)
+        let milliseconds = Int(time / 1_000_000 % 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
+        let thousandths = milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
+        return "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))\(thousandths)Z"
     }
 
-    /// The `YYYYMMDDTHHMMSSZ` of a snapshot's key.
+    /// The `YYYYMMDDTHHMMSSmmmZ` of a snapshot's key.
     static func stamp(ofKey key: String) -> String {
         String(key.dropFirst(prefix.count).dropLast(suffix.count))
     }
 
-    /// When the snapshot `key` was taken (nil: not a snapshot's key).
+    /// When the snapshot `key` was taken, in seconds (nil: not a snapshot's key).
     public static func time(of key: String) -> Int? {
         guard key.hasPrefix(prefix), key.hasSuffix(suffix) else { return nil }
         let stamp = Array(key.dropFirst(prefix.count).dropLast(suffix.count).utf8)
-        guard stamp.count == 16, stamp[8] == UInt8(ascii: "T"), stamp[15] == UInt8(ascii: "Z") else { return nil }
+        guard stamp.count == 19, stamp[8] == UInt8(ascii: "T"), stamp[18] == UInt8(ascii: "Z") else { return nil }
         func number(_ range: Range<Int>) -> Int32? {
             let digits = stamp[range]
             guard digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
             return digits.reduce(Int32(0)) { $0 * 10 + Int32($1 - 0x30) }
         }
         guard let year = number(0..<4), let month = number(4..<6), let day = number(6..<8),
-              let hour = number(9..<11), let minute = number(11..<13), let second = number(13..<15) else { return nil }
+              let hour = number(9..<11), let minute = number(11..<13), let second = number(13..<15), number(15..<18) != nil else { return nil }
         var parts = tm()
         (parts.tm_year, parts.tm_mon, parts.tm_mday) = (year - 1900, month - 1, day)
         (parts.tm_hour, parts.tm_min, parts.tm_sec) = (hour, minute, second)
@@ -71,12 +75,12 @@ public enum Snapshots {
     }
 
     /// Takes a snapshot of the store at `location` and stores it in the
-    /// bucket as `key(at: time)`: a consistent copy (every table but the
+    /// bucket as `key(at: time)` (nanoseconds): a consistent copy (every table but the
     /// thumbnails), compressed, one PUT; the scratch files (in the store's
     /// directory) are removed after, and any a crash left are overwritten.
     /// Returns the key and the compressed size.
     /// `copying`: run inside the copy's read transaction (a pause point).
-    static func take(of location: StoreLocation, at time: Int, into backend: any ObjectBackend,
+    static func take(of location: StoreLocation, at time: Nanoseconds, into backend: any ObjectBackend,
                      copying: () throws -> Void = {}) throws -> (key: String, bytes: Int64) {
         let copyPath = location.root + "/snapshot.db", packedPath = location.root + "/snapshot.db.zst"
         defer { _ = unlink(copyPath); _ = unlink(packedPath) }
