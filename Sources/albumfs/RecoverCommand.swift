@@ -59,9 +59,15 @@ struct RecoverCommand {
             if report.lost > 0 { print("\(report.lost) assets of the snapshot never reached the bucket: left out") }
             return ExitCode.success.rawValue
         } catch let error as LibraryError {
-            throw CommandFailure(.unusableStore, describe(error))
+            throw CommandFailure(.unusableStore, describe(error) + leftBehind(location))
         } catch {
-            throw CommandFailure(.unusableStore, "recover from \(remote.url): \(error)")
+            throw CommandFailure(.unusableStore, "recover from \(remote.url): \(error)" + leftBehind(location))
         }
+    }
+
+    /// What a failed recovery left, to be removed before the next try (the
+    /// bucket is never changed by a recovery).
+    private func leftBehind(_ location: StoreLocation) -> String {
+        location.holdsStore ? " (the unfinished store in \(location.root) is left as it is: remove it before trying again)" : ""
     }
 }

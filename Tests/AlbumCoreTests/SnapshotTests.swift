@@ -178,6 +178,28 @@ struct RecoveryTests {
         s.library.stopRemoteSync()
     }
 
+    @Test("a damaged or cut newest snapshot is skipped, named, for the one before it")
+    func damagedSnapshotSkipped() throws {
+        let f = try RemoteFixture(snapshotSettle: 3600)
+        let s = f.store
+        _ = try s.makeAlbum("First")
+        try f.start()
+        eventually("a snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        let older = try Self.listing(s.library)
+        _ = try s.makeAlbum("Second")
+        eventually("another snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        s.library.stopRemoteSync()
+        let keys = try f.bucket.list("snapshots/").map(\.key).sorted()
+        #expect(keys.count == 2)
+        // The newest cut short (as a store that lies about a PUT would leave it).
+        let whole = try f.bucket.get(keys[1])
+        try f.bucket.put(keys[1], bytes: Array(whole.prefix(whole.count / 2)))
+        let (recovered, report) = try Library.recover(from: try f.backend(), remote: f.remote, at: nil,
+                                                      into: StoreLocation(path: s.directory + "/recovered"), owner: TestStore.owner)
+        #expect(report.skipped == [keys[1]] && report.snapshot == keys[0])
+        #expect(try Self.listing(recovered) == older)
+    }
+
     @Test("uploads after the last snapshot come back from their companions, in their albums; purged ones do not")
     func recoverLaterUploads() throws {
         let f = try RemoteFixture(trashDays: 0, snapshotSettle: 3600)

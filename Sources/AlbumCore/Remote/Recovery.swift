@@ -31,12 +31,14 @@ extension Library {
         try location.createDirectory()
         var report = RecoveryReport()
         progress("listing the snapshots in \(remote.url)")
-        let snapshots = try backend.list(Snapshots.prefix).map(\.key)
+        let listed = try backend.list(Snapshots.prefix)
+        let sizes = Dictionary(listed.map { ($0.key, $0.size) }, uniquingKeysWith: { first, _ in first })
+        let snapshots = listed.map(\.key)
             .filter { key in Snapshots.time(of: key) != nil && at.map { Snapshots.stamp(ofKey: key).prefix($0.count) <= $0 } ?? true }
             .sorted(by: >)
         var snapshotTime: Int?
         for key in snapshots {
-            progress("fetching the snapshot \(key)")
+            progress("fetching the snapshot \(key) (\((sizes[key] ?? 0) >> 20) MiB)")
             do {
                 try restore(key, from: backend, to: location)
                 report.snapshot = key
@@ -58,8 +60,14 @@ extension Library {
         if let highest = companions.compactMap(Companion.asset(ofKey:)).max() {
             try library.write { db in try db.reserveNodeIDs(atLeastThrough: highest) }
         }
+        let started = WaitableValue<Int>.now()
         for (index, key) in companions.enumerated() {
-            if index % 100 == 0 { progress("reading the uploads: \(index)/\(companions.count)") }
+            if index % 100 == 0 {
+                // Time left from the pace so far (one GET each: even).
+                let elapsed = WaitableValue<Int>.now() - started
+                let left = index == 0 ? "" : ", about \(Int(elapsed / Double(index) * Double(companions.count - index)) + 1) s left"
+                progress("reading the uploads after the snapshot: \(index)/\(companions.count)\(left)")
+            }
             guard let bytes = try backend.get(key), let companion = Companion(decoding: bytes) else {
                 options.log("recover: \(key) is not a companion albumfs wrote; skipped")
                 continue
