@@ -47,6 +47,28 @@ public struct StoreLocation: Sendable {
         throw .unusableStore("\(what) (a typo, or its disk not plugged in?); to create one there: albumfs init \(root)")
     }
 
+    /// A small text file of the store's own directory (`holder`, `mirror-of`); nil: none.
+    func readSmallFile(_ name: String) -> String? {
+        let fd = Glibc.open(root + "/" + name, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let got = read(fd, &buffer, buffer.count)
+        return got >= 0 ? String(decoding: buffer[0..<got], as: UTF8.self) : nil
+    }
+
+    /// Replaces it whole (written beside it, synced, renamed over it).
+    func writeSmallFile(_ name: String, _ text: String) throws(LibraryError) {
+        let path = root + "/" + name
+        let fd = Glibc.open(path + ".new", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw LibraryError(errno: errno) }
+        defer { close(fd) }
+        let bytes = Array(text.utf8)
+        guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0, rename(path + ".new", path) == 0 else {
+            throw LibraryError(errno: errno)
+        }
+    }
+
     /// `${XDG_DATA_HOME:-$HOME/.local/share}/albumfs`.
     public static func defaultPath(environment: [String: String]) -> String? {
         if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return data + "/albumfs" }

@@ -11,15 +11,9 @@ import time
 import pytest
 
 from albumfs_testlib import ALBUMFS, payload, run, write
-from objectstore import running_object_store
+from test_remote import gateway  # noqa: F401 (the module's radosgw, a fixture)
 
 LEASE = 4   # seconds (-o lease_time): renewed every third of it
-
-
-@pytest.fixture(scope="module")
-def gateway():
-    with running_object_store() as store:
-        yield store
 
 
 @pytest.fixture

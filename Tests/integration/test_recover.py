@@ -12,14 +12,7 @@ import time
 import pytest
 
 from albumfs_testlib import ALBUMFS, payload, run, sha256, write
-from objectstore import running_object_store
-from test_remote import SYNC_TIMEOUT, sync
-
-
-@pytest.fixture(scope="module")
-def gateway():
-    with running_object_store() as store:
-        yield store
+from test_remote import SYNC_TIMEOUT, gateway, sync  # noqa: F401 (gateway: the module's radosgw, a fixture)
 
 
 @pytest.fixture

@@ -38,10 +38,10 @@ struct Companion: Equatable {
 
     func encoded() -> [UInt8] {
         var lines = ["albumfs-companion 1", "asset \(asset)", "sha256 \(digest.sha256)", "size \(digest.size)",
-                     "chunks \(digest.chunks.map { Self.hex($0) } ?? "-")", "modified \(modified)",
+                     "chunks \(digest.chunks.map { FactsLine.hex($0) } ?? "-")", "modified \(modified)",
                      "mode \(mode)", "uid \(uid)", "gid \(gid)", "uploaded \(uploaded)", "favorite \(favorite ? 1 : 0)",
-                     "roll \(Self.hex(rollName))"]
-        for path in albums { lines.append("album " + path.map { Self.hex($0) }.joined(separator: "/")) }
+                     "roll \(FactsLine.hex(rollName))"]
+        for path in albums { lines.append("album " + path.map { FactsLine.hex($0) }.joined(separator: "/")) }
         return Array((lines.joined(separator: "\n") + "\n").utf8)
     }
 
@@ -59,7 +59,7 @@ extension Companion {
             let (name, value) = (String(line[..<space]), String(line[line.index(after: space)...]))
             if name == "album" {
                 guard let path = try? value.split(separator: "/").map({ part throws(LibraryError) -> Name in
-                    guard let name = Self.bytes(fromHex: part), !name.isEmpty else { throw .invalidArgument }
+                    guard let name = FactsLine.bytes(hex: part.utf8), !name.isEmpty else { throw .invalidArgument }
                     return name
                 }), path.count >= 2 else { return nil }
                 albums.append(path)
@@ -72,40 +72,11 @@ extension Companion {
               let modified = fields["modified"].flatMap({ Nanoseconds($0) }), let mode = fields["mode"].flatMap({ UInt32($0) }),
               let uid = fields["uid"].flatMap({ UInt32($0) }), let gid = fields["gid"].flatMap({ UInt32($0) }),
               let uploaded = fields["uploaded"].flatMap({ Int($0) }), let favorite = fields["favorite"],
-              let rollName = fields["roll"].flatMap({ Self.bytes(fromHex: Substring($0)) }), !rollName.isEmpty else { return nil }
-        let chunkDigests = chunks == "-" ? nil : Self.bytes(fromHex: Substring(chunks))
+              let rollName = fields["roll"].flatMap({ FactsLine.bytes(hex: Substring($0).utf8) }), !rollName.isEmpty else { return nil }
+        let chunkDigests = chunks == "-" ? nil : FactsLine.bytes(hex: Substring(chunks).utf8)
         if chunks != "-" && chunkDigests == nil { return nil }
         self.init(asset: asset, digest: ObjectDigest(sha256: sha256, size: size, chunks: chunkDigests), modified: modified,
                   mode: mode & 0o7777, uid: uid, gid: gid, uploaded: uploaded, favorite: favorite == "1", rollName: rollName,
                   albums: albums)
-    }
-
-    private static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes { out.append(digits[Int(byte >> 4)]); out.append(digits[Int(byte & 15)]) }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    private static func bytes(fromHex text: Substring) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count % 2 == 0 else { return nil }
-        func value(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: return c - 0x30
-            case 0x61...0x66: return c - 0x61 + 10
-            default: return nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(utf8.count / 2)
-        var i = 0
-        while i < utf8.count {
-            guard let high = value(utf8[i]), let low = value(utf8[i + 1]) else { return nil }
-            out.append(high << 4 | low)
-            i += 2
-        }
-        return out
     }
 }

@@ -172,21 +172,11 @@ public final class Lease: Sendable {
     /// The store's own id as a lease holder: `STORE/holder`, made on first
     /// use (a recovered store makes its own: it is not the dead one).
     public static func holderID(of location: StoreLocation) throws(LibraryError) -> String {
-        let path = location.root + "/holder"
-        let existing = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        if existing >= 0 {
-            defer { close(existing) }
-            var buffer = [UInt8](repeating: 0, count: 64)
-            let got = read(existing, &buffer, buffer.count)
-            if got == 32 { return String(decoding: buffer[0..<32], as: UTF8.self) }
-        }
+        if let id = location.readSmallFile("holder"), id.utf8.count == 32 { return id }
         var generator = SystemRandomNumberGenerator()
-        let random = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        let id = random.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-        let made = Glibc.open(path + ".new", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard made >= 0 else { throw LibraryError(errno: errno) }
-        defer { close(made) }
-        guard write(made, id, 32) == 32, fsync(made) == 0, rename(path + ".new", path) == 0 else { throw LibraryError(errno: errno) }
+        let id = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            .map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        try location.writeSmallFile("holder", id)
         return id
     }
 

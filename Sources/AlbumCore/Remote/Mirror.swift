@@ -15,33 +15,16 @@ extension Library {
     public static func prepareMirror(at location: StoreLocation, of remote: RemoteConfiguration, from backend: any ObjectBackend,
                                      owner: Caller, progress: (String) -> Void = { _ in }) throws -> String? {
         let newest = try backend.list(Snapshots.prefix).map(\.key).filter { Snapshots.time(of: $0) != nil }.max()
-        let marker = location.root + "/mirror-of"
+        let marker = "mirror-of"
         if location.holdsStore {
-            if let held = readSmallFile(marker), held == (newest ?? "") { return newest }
+            if let held = location.readSmallFile(marker), held == (newest ?? "") { return newest }
             progress("a newer snapshot: rebuilding the cache \(location.root)")
             try ContentStore(directory: location.contentPath).removeEverything()
-            for path in [location.databasePath, location.walPath, location.databasePath + "-shm", marker] { _ = Glibc.unlink(path) }
+            for path in [location.databasePath, location.walPath, location.databasePath + "-shm", location.root + "/" + marker] { _ = Glibc.unlink(path) }
         }
         let (library, _) = try recover(from: backend, remote: remote, at: nil, into: location, owner: owner, progress: progress)
         withExtendedLifetime(library) {}
-        try writeSmallFile(marker, newest ?? "")
+        try location.writeSmallFile(marker, newest ?? "")
         return newest
-    }
-
-    private static func readSmallFile(_ path: String) -> String? {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 256)
-        let got = Glibc.read(fd, &buffer, buffer.count)
-        return got >= 0 ? String(decoding: buffer[0..<got], as: UTF8.self) : nil
-    }
-
-    private static func writeSmallFile(_ path: String, _ text: String) throws(LibraryError) {
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw LibraryError(errno: errno) }
-        defer { close(fd) }
-        let bytes = Array(text.utf8)
-        guard Glibc.write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else { throw LibraryError(errno: errno) }
     }
 }
