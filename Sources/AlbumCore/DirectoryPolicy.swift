@@ -18,6 +18,8 @@ struct DirectoryPolicy: Sendable {
         case expunge
         /// Favorites: the asset's favorite flag is cleared.
         case unfavorite
+        /// Originals: the original is discarded for good; the asset stays, no longer edited.
+        case discardOriginal
         case refused
     }
 
@@ -36,6 +38,8 @@ struct DirectoryPolicy: Sendable {
         case withinOnly
         /// Favorites: `ln` sets the asset's favorite flag (nothing else arrives).
         case favorite
+        /// `Hidden/`: a rename into it hides the asset (out of the roll and every album).
+        case hide
         case refused
     }
 
@@ -65,6 +69,10 @@ struct DirectoryPolicy: Sendable {
             self.init(newFile: .sideFile, makesAlbums: false, removal: .refused, arrival: .withinOnly)
         case .favorites:
             self.init(newFile: .refused, makesAlbums: false, removal: .unfavorite, arrival: .favorite)
+        case .hidden:
+            self.init(newFile: .asset, makesAlbums: false, removal: .deleteAsset, arrival: .hide)
+        case .originals:
+            self.init(newFile: .refused, makesAlbums: false, removal: .discardOriginal, arrival: .refused)
         case .root, .trash, .trashedAlbum, .asset, .sideFile, .smartAlbums, .computedView:
             self.init(newFile: .refused, makesAlbums: false, removal: .refused, arrival: .refused)
         }

@@ -55,6 +55,8 @@ public struct StoreChecker {
         let isSideFile: Bool
         var rollEntries = 0
         var recentlyDeletedEntries = 0
+        /// A hidden asset is in Hidden/ instead of the roll.
+        var hiddenEntries = 0
     }
 
     private func run(_ db: Database, repair: Bool) throws -> [Problem] {
@@ -94,6 +96,13 @@ public struct StoreChecker {
         }
         for child in try db.childIDs(of: FixedNode.cameraRoll) { assets[child]?.rollEntries += 1 }
         for child in try db.childIDs(of: FixedNode.recentlyDeleted) { assets[child]?.recentlyDeletedEntries += 1 }
+        for child in try db.childIDs(of: FixedNode.hidden) { assets[child]?.hiddenEntries += 1 }
+        // An edited asset's original is rightly in no directory.
+        let originals = Set(try db.originalIDs())
+        for id in originals where assets[id] == nil {
+            problems.append(Problem(description: "original \(id) of an edited asset has no node", repair: nil,
+                                    whyNotRepaired: "only a backup can bring the first version back"))
+        }
         var withoutRollEntry: [NodeID] = []
         var withoutRecentlyDeletedEntry: [NodeID] = []
         for id in deleted where assets[id].map({ $0.isSideFile }) ?? true {
@@ -112,13 +121,14 @@ public struct StoreChecker {
                                         repair: "add it to Recently Deleted as recovered-\(id)"))
             }
         }
-        for (id, row) in assets where !row.isSideFile && !deleted.contains(id) && row.rollEntries != 1 {
-            if row.rollEntries == 0 {
+        for (id, row) in assets where !row.isSideFile && !deleted.contains(id) && !originals.contains(id)
+            && row.rollEntries + row.hiddenEntries != 1 {
+            if row.rollEntries + row.hiddenEntries == 0 {
                 withoutRollEntry.append(id)
                 problems.append(Problem(description: "asset \(id) has no entry in the Camera Roll",
                                         repair: "add it to the Camera Roll as recovered-\(id)"))
             } else {
-                problems.append(Problem(description: "asset \(id) is in the Camera Roll \(row.rollEntries) times", repair: nil,
+                problems.append(Problem(description: "asset \(id) is in the Camera Roll and Hidden \(row.rollEntries + row.hiddenEntries) times", repair: nil,
                                         whyNotRepaired: "which of its roll names to keep is not known, and unlinking a roll name deletes the asset"))
             }
         }

@@ -33,7 +33,7 @@ extension Library {
         // Shrinking a file frees space: it may use the reserve.
         let (previous, result) = try write(freesSpace: changes.size != nil, { db, held -> (Attributes, Attributes) in
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
-            if try db.isDeleted(id) { throw LibraryError.notPermitted }
+            if try db.isUnchangeable(id) { throw LibraryError.notPermitted }
             // Start from the live state: unflushed writes must not be lost.
             let previous = openFiles.overlay(stored, held)
             var a = previous

@@ -102,7 +102,7 @@ extension Library {
         return try locked { db, held in
             guard let stored = try db.attributes(of: id) else { throw LibraryError.notFound }
             // Deleted assets stay readable and are otherwise read-only.
-            if writable, try db.isDeleted(id) { throw LibraryError.notPermitted }
+            if writable, try db.isUnchangeable(id) { throw LibraryError.notPermitted }
             let live = openFiles.overlay(stored, held)
             if writable && !openFiles.isMarked(id, held) {
                 try Self.beginWrite(id, through: descriptor, modified: live.modificationTime, db)

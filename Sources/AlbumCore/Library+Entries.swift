@@ -27,7 +27,8 @@ extension Library {
             case .asset:
                 id = try m.db.insertNode(kind: .asset, parent: nil, mode: mode, owner: caller, now: m.now)
                 try m.db.beginWrite(id)
-                if parent != m.roll {
+                // (In Hidden/: hidden from the start, in no roll.)
+                if parent != m.roll && parent != m.hidden {
                     let rollName = try m.db.freeName(in: m.roll, for: name)
                     try m.db.insertEntry(m.roll, rollName, id)
                     // The roll's listing changed; its new name needs no name
@@ -69,7 +70,8 @@ extension Library {
     public func link(_ asset: NodeID, into parent: NodeID, named name: Name) throws(LibraryError) -> Attributes {
         try Names.validate(name)
         return try mutate(by: Caller(uid: 0, gid: 0), freesSpace: false) { m -> Attributes in
-            guard try m.db.kind(of: asset) == .asset, try !m.db.isDeleted(asset) else { throw LibraryError.notPermitted }
+            // Only what the roll shows: not a deleted or hidden asset, nor an original.
+            guard try m.db.kind(of: asset) == .asset, try m.db.name(of: asset, in: m.roll) != nil else { throw LibraryError.notPermitted }
             guard let policy = try m.policy(of: parent) else { throw LibraryError.notFound }
             switch policy.arrival {
             case .rollEntry: throw LibraryError.exists  // every asset is already there
@@ -113,6 +115,7 @@ extension Library {
             case .dropReference: try m.dropReference(parent, name, child)
             case .purge: try m.purge(child, except: parent)
             case .expunge: try m.expunge(parent, name, child, childKind)
+            case .discardOriginal: try m.purge(child)
             case .unfavorite:
                 try m.db.setFavorite(child, false)
                 try m.db.touchChangeTime(child, now: m.now)

@@ -4,6 +4,8 @@ extension Library {
     static let userPrefix: Name = Array("user.".utf8)
     static let reservedPrefix: Name = Array("user.albumfs.".utf8)
     static let idAttribute: Name = Array("user.albumfs.id".utf8)
+    /// The asset's identifier: the same through edits (SEMANTICS.md § The asset's identifier).
+    static let assetAttribute: Name = Array("user.albumfs.asset".utf8)
     static let deletedAttribute: Name = Array("user.albumfs.deleted".utf8)
     static let purgeAttribute: Name = Array("user.albumfs.purge".utf8)
     static let favoriteAttribute: Name = Array("user.albumfs.favorite".utf8)
@@ -61,6 +63,10 @@ extension Library {
         if name.starts(with: Self.reservedPrefix) {
             _ = try attributes(of: id)
             if name == Self.idAttribute { return Array(String(id).utf8) }
+            if name == Self.assetAttribute {
+                guard try read({ db in try db.kind(of: id) }) == .asset else { throw .noAttribute }
+                return Array(String(try read { db in try db.assetIdentifier(of: id) }).utf8)
+            }
             if name == Self.deletedAttribute || name == Self.purgeAttribute {
                 guard let deletedAt = try read({ db in try db.deletedAsset(id)?.deletedAt }) else { throw .noAttribute }
                 let time = name == Self.deletedAttribute ? deletedAt : deletedAt + (options.retention ?? 0)
@@ -142,7 +148,7 @@ extension Library {
         if try isVirtualDirectory(id) { throw .notPermitted }
         try write { db in
             guard try db.kind(of: id) != nil else { throw LibraryError.notFound }
-            if try db.isDeleted(id) { throw LibraryError.notPermitted }
+            if try db.isUnchangeable(id) { throw LibraryError.notPermitted }
             let exists = try db.xattr(id, name) != nil
             if mode == .createOnly && exists { throw LibraryError.exists }
             if mode == .replaceOnly && !exists { throw LibraryError.noAttribute }
@@ -156,7 +162,7 @@ extension Library {
         if try isVirtualDirectory(id) { throw .notPermitted }
         try write { db in
             guard try db.kind(of: id) != nil else { throw LibraryError.notFound }
-            if try db.isDeleted(id) { throw LibraryError.notPermitted }
+            if try db.isUnchangeable(id) { throw LibraryError.notPermitted }
             guard try db.xattr(id, name) != nil else { throw LibraryError.noAttribute }
             try db.removeXattr(id, name)
             try db.touchChangeTime(id, now: options.now())

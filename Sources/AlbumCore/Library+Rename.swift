@@ -39,6 +39,13 @@ extension Library {
 /// is and by the policies of the two directories.
 extension Mutation {
     mutating func rename(_ oldParent: NodeID, _ oldName: Name, to newParent: NodeID, _ newName: Name, noReplace: Bool) throws {
+        // Revert to Original: an original moved onto a name of its edited asset.
+        if oldParent == FixedNode.originals {
+            guard let original = try child(of: oldParent, named: oldName) else { throw LibraryError.notFound }
+            guard let edited = try entry(of: newParent, named: newName) else { throw LibraryError.notPermitted }
+            try revert(edited, to: original)
+            return
+        }
         // Computed views change only by what their assets are (and Favorites by ln and rm).
         if ComputedViews.view(serving: oldParent) != nil || ComputedViews.view(serving: newParent) != nil {
             guard try child(of: oldParent, named: oldName) != nil else { throw LibraryError.notFound }
@@ -69,8 +76,21 @@ extension Mutation {
         case (.purge, .albumEntry):
             try replaceReference(in: newParent, named: newName)
             try restore(source, rollName: nil, album: (newParent, newName))
+        case (.purge, .hide):
+            try restore(source, rollName: nil)
+            try hide(source, from: (roll, []), as: newName, replacing: target)
         case (_, .trashItem):
             try putInTrash(source, sourceKind, from: oldParent, oldParentKind, oldName, to: newParent, newName)
+        case (_, .hide) where oldParent == newParent:
+            // Within Hidden/: a rename, or an update (edits keep the original).
+            guard sourceKind == .asset else { throw LibraryError.notPermitted }
+            try moveAsset(source, from: oldParent, oldName, to: newParent, newPolicy, newName, replacing: target)
+        case (.deleteAsset, .rollEntry) where oldParentKind == .hidden, (.deleteAsset, .albumEntry) where oldParentKind == .hidden:
+            guard sourceKind == .asset else { throw LibraryError.notPermitted }
+            try unhide(source, oldName, to: newParent, newPolicy, newName)
+        case (.deleteAsset, .hide), (.dropReference, .hide):
+            guard sourceKind == .asset else { throw LibraryError.notPermitted }
+            try hide(source, from: (oldParent, oldName), as: newName, replacing: target)
         case (_, .withinOnly) where oldParent == newParent && sourceKind == .sideFile:
             if let target { try removeSideFile(newParent, newName, target) }
             try moveEntry(oldParent, oldName, to: newParent, newName)
@@ -95,7 +115,12 @@ extension Mutation {
     private mutating func moveSideFile(_ file: NodeID, from oldParent: NodeID, _ oldName: Name,
                                        to newParent: NodeID, _ newPolicy: DirectoryPolicy, _ newName: Name,
                                        replacing target: NodeID?) throws {
-        guard newPolicy.arrival == .rollEntry || newPolicy.arrival == .albumEntry else { throw LibraryError.notPermitted }
+        switch newPolicy.arrival {
+        case .rollEntry, .albumEntry: break
+        // Hidden/'s side files stay in it (an asset they become is hidden from the start).
+        case .hide where oldParent == newParent: break
+        default: throw LibraryError.notPermitted
+        }
         let targetKind = try target.map { try kind(of: $0) }
         if let targetKind, targetKind.isDirectory { throw LibraryError.isDirectory }
         if Names.isSideFileName(newName) && targetKind != .asset {
@@ -110,6 +135,10 @@ extension Mutation {
         try db.setKind(file, .asset)
         // Side files are not uploaded; the asset it now is, is (SEMANTICS.md § Remote storage).
         try db.queueUpload(file)
+        if oldParent == hidden {
+            try moveAsset(file, from: hidden, oldName, to: hidden, newPolicy, newName, replacing: target)
+            return
+        }
         var sourceName = oldName
         if oldParent == roll {
             sourceName = try db.freeName(in: roll, for: newName)
@@ -201,8 +230,8 @@ extension Mutation {
     }
 
     /// Same directory, target exists: an update. `moving` takes `replaced`'s
-    /// place everywhere (roll name and album entries); `replaced` is deleted
-    /// (to Recently Deleted, with no albums).
+    /// place everywhere (roll name and album entries) and becomes the asset;
+    /// `replaced` is kept as its original or deleted (`supersede`).
     private mutating func update(replacing replaced: NodeID, with moving: NodeID, in directory: NodeID,
                                  _ oldName: Name, _ newName: Name) throws {
         let replacedEntries = try db.entries(of: replaced).filter { $0.directory != directory }
@@ -220,8 +249,9 @@ extension Mutation {
             try vanished(entryDirectory, entryName)
         }
         let replacedRollName = try db.name(of: replaced, in: roll)
-        if directory != roll { try deleteEntry(directory, newName) }
-        try deleteAsset(replaced, except: directory)
+        if directory != roll && directory != hidden { try deleteEntry(directory, newName) }
+        // Kept as the asset's original, or to Recently Deleted (SEMANTICS.md § Edits keep the original).
+        try supersede(replaced, by: moving, except: directory)
         // The rename itself.
         try moveEntry(directory, oldName, to: directory, newName)
         if directory != roll, let replacedRollName, let movingRollName {

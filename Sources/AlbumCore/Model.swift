@@ -34,18 +34,23 @@ public enum NodeKind: Int, Sendable {
     /// `Smart Albums/Favorites/`: computed too, but `ln` and `rm` there set
     /// and clear the favorite flag.
     case favorites = 14
+    /// `Hidden/`: hidden assets, out of the roll and every album (SEMANTICS.md § Hidden).
+    case hidden = 15
+    /// `Smart Albums/Originals/`: computed, the first versions of the edited
+    /// assets; a rename from it reverts, an unlink discards.
+    case originals = 16
 
     public var isDirectory: Bool { self != .asset && self != .sideFile }
     /// Fixed directories are created with the store and can never be removed or renamed.
     public var isFixed: Bool {
         switch self {
         case .root, .cameraRoll, .albumsRoot, .recentlyDeleted, .trash, .trashFiles, .trashInfo, .trashExpunged,
-             .smartAlbums, .computedView, .favorites: return true
+             .smartAlbums, .computedView, .favorites, .hidden, .originals: return true
         default: return false
         }
     }
     /// Directories whose entries are computed (never cached by the kernel).
-    public var isComputed: Bool { self == .computedView || self == .favorites }
+    public var isComputed: Bool { self == .computedView || self == .favorites || self == .originals }
     /// Nodes with a content file.
     public var hasData: Bool { self == .asset || self == .sideFile }
 }
@@ -64,6 +69,9 @@ public enum FixedNode {
     public static let screenshots: NodeID = 10
     public static let raw: NodeID = 11
     public static let duplicates: NodeID = 12
+    public static let edited: NodeID = 13
+    public static let hidden: NodeID = 14
+    public static let originals: NodeID = 15
     /// User nodes start above this, leaving room for fixed directories to come.
     static let lastReservedID: NodeID = 16
 
@@ -72,6 +80,7 @@ public enum FixedNode {
     public static let recentlyDeletedName: Name = Array("Recently Deleted".utf8)
     public static let smartAlbumsName: Name = Array("Smart Albums".utf8)
     public static let byDateName: Name = Array("By Date".utf8)
+    public static let hiddenName: Name = Array("Hidden".utf8)
 }
 
 /// Nanoseconds since the Unix epoch.

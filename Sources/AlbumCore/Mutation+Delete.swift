@@ -22,10 +22,11 @@ extension Mutation {
             try purge(id, except: except)
             return
         }
-        var rollName: Name?
+        // The name it is shown by: its roll entry, or its entry in Hidden/.
+        var shown: (directory: NodeID, name: Name)?
         for (directory, name) in try db.entries(of: id) {
-            if directory == roll {
-                rollName = name
+            if directory == roll || directory == hidden {
+                shown = (directory, name)
             } else if try db.kind(of: directory) == .album {
                 try db.remember(id, album: directory, name: name)
             } else {
@@ -34,10 +35,10 @@ extension Mutation {
             try deleteEntry(directory, name)
             if directory == except { try touched(directory) } else { try vanished(directory, name) }
         }
-        guard let rollName else { throw LibraryError.notFound }
+        guard let (shownIn, rollName) = shown else { throw LibraryError.notFound }
         try db.insertEntry(recentlyDeleted, try db.freeName(in: recentlyDeleted, for: rollName), id)
         try touched(recentlyDeleted)
-        var shownIn = trashEntry
+        var trashItem = trashEntry
         var infoPath: Name?
         if let trashEntry {
             try db.insertEntry(trashEntry.directory, trashEntry.name, id)
@@ -48,10 +49,10 @@ extension Mutation {
             try touched(trash.files)
             // Its .trashinfo, written when first needed (writeUnwrittenTrashInfos).
             try touched(trash.info)
-            infoPath = FixedNode.cameraRollName + [0x2f] + rollName
-            shownIn = (trash.files, name)
+            infoPath = (shownIn == hidden ? FixedNode.hiddenName : FixedNode.cameraRollName) + [0x2f] + rollName
+            trashItem = (trash.files, name)
         }
-        try db.insertDeletedAsset(id, at: now, trash: shownIn, unwrittenInfoPath: infoPath)
+        try db.insertDeletedAsset(id, at: now, trash: trashItem, unwrittenInfoPath: infoPath)
         // Its ctime is the deletion time (Recently Deleted shows it so).
         try db.touchChangeTime(id, now: now)
         changes.node(id)
@@ -88,16 +89,23 @@ extension Mutation {
             try db.insertEntry(album.directory, album.name, id)
             try touched(album.directory)
         }
-        for (remembered, albumName) in try db.rememberedEntries(of: id) where remembered != album?.directory {
+        try bringBackRememberedAlbums(of: id, except: album?.directory)
+        try db.removeDeletedAsset(id)
+        try db.touchChangeTime(id, now: now)
+        changes.node(id)
+    }
+
+    /// Puts a deleted or hidden asset back into every remembered album
+    /// that still exists, under its old name (the (n) rule on a clash), but
+    /// `except` (which the caller fills itself), and forgets them.
+    mutating func bringBackRememberedAlbums(of id: NodeID, except: NodeID?) throws {
+        for (remembered, albumName) in try db.rememberedEntries(of: id) where remembered != except {
             // Albums removed since are dropped; a clash takes the (n) rule.
             guard try isLiveAlbum(remembered) else { continue }
             try db.insertEntry(remembered, try db.freeName(in: remembered, for: albumName), id)
             try touched(remembered)
         }
         try db.forgetRememberedEntries(of: id)
-        try db.removeDeletedAsset(id)
-        try db.touchChangeTime(id, now: now)
-        changes.node(id)
     }
 
     // MARK: purge
@@ -113,6 +121,14 @@ extension Mutation {
         try db.forgetRememberedEntries(of: id)
         try db.forgetPutAsideEntries(of: id)
         try db.removeDeletedAsset(id)
+        // An edited asset's original goes with it; a discarded original
+        // leaves its asset unedited (SEMANTICS.md § Edits keep the original).
+        if let original = try db.original(of: id) {
+            try db.forgetOriginal(of: id)
+            try purge(original)
+        }
+        if let edited = try db.editedAsset(withOriginal: id) { try db.forgetOriginal(of: edited) }
+        try db.setAssetIdentifier(of: id, to: id)
         try db.deleteNode(id)
         try db.schedulePurge(id)
         try db.forgetRemote(of: id)

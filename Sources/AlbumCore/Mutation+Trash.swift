@@ -151,9 +151,9 @@ extension Mutation {
             try expunge(files, newName, existing, try kind(of: existing))
         }
         switch (childKind, parentKind) {
-        case (.asset, .cameraRoll):
+        case (.asset, .cameraRoll), (.asset, .hidden):
             try deleteAsset(child, except: parent, trashEntry: (files, newName))
-        case (.asset, .album), (.sideFile, .cameraRoll), (.sideFile, .album):
+        case (.asset, .album), (.sideFile, .cameraRoll), (.sideFile, .album), (.sideFile, .hidden):
             // A reference (or a side file) moves into the trash as it is.
             try moveEntry(parent, name, to: files, newName)
             try touched(parent)
@@ -221,6 +221,10 @@ extension Mutation {
         if try isDeletionItem(child, files, name) {
             switch parentPolicy.arrival {
             case .rollEntry: try restore(child, rollName: newName)
+            case .hide:
+                // Deleted from Hidden/: back into it (the trash's Restore).
+                try restore(child, rollName: nil)
+                try hide(child, from: (roll, []), as: newName, replacing: try db.child(of: parent, named: newName))
             case .albumEntry:
                 try replaceReference(in: parent, named: newName)
                 try restore(child, rollName: nil, album: (parent, newName))
@@ -230,7 +234,8 @@ extension Mutation {
         }
         // A trashed reference.
         guard parentPolicy.arrival == .albumEntry else { throw LibraryError.notPermitted }
-        if try db.isDeleted(child) { throw LibraryError.notFound }
+        // (Deleted or hidden meanwhile: not until it is back in the roll.)
+        if try db.name(of: child, in: roll) == nil { throw LibraryError.notFound }
         if try db.name(of: child, in: parent) != nil { throw LibraryError.exists }
         try replaceReference(in: parent, named: newName)
         try leaveTrash(files, name)
@@ -243,11 +248,17 @@ extension Mutation {
     /// A rename onto an album entry replaces it: that asset loses the reference.
     private mutating func restoreAlbum(_ album: NodeID, from files: NodeID, _ name: Name,
                                        to parent: NodeID, _ newName: Name) throws {
-        for (directory, entryName, child) in try db.takeEntriesPutAside(under: album) {
+        for (directory, entryName, putAside) in try db.takeEntriesPutAside(under: album) {
+            var child = putAside
             switch try db.kind(of: child) {
             case .asset?:
-                if try db.isDeleted(child) {
-                    // Deleted meanwhile: its restore brings it back here.
+                if let edited = try db.editedAsset(withOriginal: child) {
+                    // Edited meanwhile: the asset is the edited version now.
+                    if try db.name(of: edited, in: directory) != nil { continue }
+                    child = edited
+                }
+                if try db.name(of: child, in: roll) == nil {
+                    // Deleted or hidden meanwhile: its restore or unhide brings it back here.
                     try db.remember(child, album: directory, name: entryName)
                     continue
                 }

@@ -20,6 +20,7 @@ struct Mutation {
     private var touchedDirectories = Set<NodeID>()
     let roll = FixedNode.cameraRoll
     let recentlyDeleted = FixedNode.recentlyDeleted
+    let hidden = FixedNode.hidden
 
     init(db: Database, now: Nanoseconds, options: LibraryOptions, content: ContentStore, caller: Caller) {
         self.db = db

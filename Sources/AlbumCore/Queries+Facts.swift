@@ -190,6 +190,8 @@ enum ViewQueries {
     static let screenshots = "SELECT asset FROM asset_facts WHERE screenshot = 1"
     static let raw = "SELECT asset FROM asset_facts WHERE raw = 1"
     static let favorites = "SELECT asset FROM favorites"
+    /// Assets saved over since they came in: those with an original kept.
+    static let edited = "SELECT asset FROM originals"
     /// Both halves of each pair: a photo and a video with one content identifier.
     static let livePhotos = """
         SELECT f.asset AS asset FROM asset_facts f

@@ -37,12 +37,13 @@ extension Database {
 
     /// A fixed directory of a new store (its id chosen, 0755, owned by
     /// `owner`), and its entry in `parent` when it has a name (the root has none).
-    func insertFixedDirectory(_ id: NodeID, kind: NodeKind, parent: NodeID, name: Name?, owner: Caller, now: Nanoseconds) throws {
+    func insertFixedDirectory(_ id: NodeID, kind: NodeKind, parent: NodeID, name: Name?, mode: UInt32,
+                              owner: Caller, now: Nanoseconds) throws {
         try statement("""
             INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)
-            VALUES (?1, ?2, ?3, 493, ?4, ?5, ?6, ?6, ?6, ?6)
+            VALUES (?1, ?2, ?3, ?7, ?4, ?5, ?6, ?6, ?6, ?6)
             """).bind(.int(id), .int(kind.rawValue), name == nil ? .null : .int(parent),
-                       .int(owner.uid), .int(owner.gid), .int(now)).run()
+                       .int(owner.uid), .int(owner.gid), .int(now), .int(Int64(mode))).run()
         if let name { try insertEntry(parent, name, id) }
     }
 

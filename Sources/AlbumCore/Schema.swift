@@ -314,6 +314,29 @@ enum Schema {
                 CREATE TABLE companion_deletes(asset INTEGER PRIMARY KEY);
                 """)
         },
+        .init("one asset: originals kept through edits, identifiers, Hidden") { db in
+            try db.execute("""
+                -- An edited asset's first version (SEMANTICS.md § Edits keep the
+                -- original): a node with no entries, kept as long as the asset.
+                CREATE TABLE originals(
+                    asset INTEGER PRIMARY KEY REFERENCES nodes(id),
+                    original INTEGER NOT NULL UNIQUE
+                );
+                -- A node whose asset identifier is not its own id (an edit
+                -- handed it the identifier of the version it replaced).
+                CREATE TABLE asset_identifiers(
+                    node INTEGER PRIMARY KEY REFERENCES nodes(id),
+                    asset INTEGER NOT NULL
+                );
+                -- Hidden/, in existing stores too, owned like the root, 0700.
+                INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)
+                SELECT \(FixedNode.hidden), \(NodeKind.hidden.rawValue), id, 448, uid, gid, atime, mtime, ctime, imported
+                FROM nodes WHERE id = \(FixedNode.root);
+                INSERT INTO entries(parent, name, child)
+                SELECT \(FixedNode.root), CAST('Hidden' AS BLOB), \(FixedNode.hidden)
+                FROM nodes WHERE id = \(FixedNode.root);
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.
@@ -324,10 +347,13 @@ enum Schema {
             (FixedNode.albumsRoot, .albumsRoot, FixedNode.albumsRootName),
             // (An older store gets it from the migration that introduced it.)
             (FixedNode.recentlyDeleted, .recentlyDeleted, FixedNode.recentlyDeletedName),
+            (FixedNode.hidden, .hidden, FixedNode.hiddenName),
         ]
         let views = ComputedViews.directories.map { ($0.id, $0.kind, Optional($0.name), $0.parent) }
         for (id, kind, name, parent) in fixed.map({ ($0.0, $0.1, $0.2, FixedNode.root) }) + views {
-            try db.insertFixedDirectory(id, kind: kind, parent: parent, name: name, owner: owner, now: now)
+            // Hidden/ is its owner's only (SEMANTICS.md § Hidden).
+            try db.insertFixedDirectory(id, kind: kind, parent: parent, name: name, mode: kind == .hidden ? 0o700 : 0o755,
+                                        owner: owner, now: now)
         }
         try db.reserveNodeIDs(through: FixedNode.lastReservedID)
     }

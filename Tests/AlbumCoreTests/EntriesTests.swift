@@ -18,7 +18,7 @@ struct EntriesTests {
     @Test("a new store shows the fixed directories")
     func fixedLayout() throws {
         let store = try TestStore()
-        #expect(try store.sortedNames(root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
+        #expect(try store.sortedNames(root) == ["Albums", "By Date", "Camera Roll", "Hidden", "Recently Deleted", "Smart Albums"])
         #expect(try store.id(root, "Camera Roll") == roll)
         #expect(try store.id(root, "Albums") == albums)
         #expect(try store.names(roll).isEmpty)
@@ -97,7 +97,7 @@ struct EntriesTests {
         #expect(throws: LibraryError.notPermitted) { try store.makeAlbum(root, "A") }
         #expect(try store.names(roll).isEmpty)
         #expect(try store.names(albums).isEmpty)
-        #expect(try store.sortedNames(root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
+        #expect(try store.sortedNames(root) == ["Albums", "By Date", "Camera Roll", "Hidden", "Recently Deleted", "Smart Albums"])
     }
 
     @Test("create with an invalid or too long name fails before anything changes")
@@ -260,7 +260,7 @@ struct EntriesTests {
         #expect(throws: LibraryError.notPermitted) { try store.library.removeAlbum(root, name("Camera Roll")) }
         #expect(throws: LibraryError.notDirectory) { try store.library.removeAlbum(roll, name("x")) }
         #expect(throws: LibraryError.notFound) { try store.library.removeAlbum(albums, name("nope")) }
-        #expect(try store.sortedNames(root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
+        #expect(try store.sortedNames(root) == ["Albums", "By Date", "Camera Roll", "Hidden", "Recently Deleted", "Smart Albums"])
     }
 
     @Test("a listing resumes after its cookie")

@@ -133,7 +133,7 @@ struct ExtendedAttributesTests {
         #expect(throws: LibraryError.notFound) { try store.library.extendedAttribute(999_999, name("user.albumfs.id")) }
     }
 
-    @Test("an update keeps the moving asset's attributes; the replaced asset's go with it")
+    @Test("an update keeps the moving asset's attributes; the replaced asset keeps its own, read-only, as the original")
     func updateKeepsOwnAttributes() throws {
         let store = try TestStore(options: .purgeAtOnce)
         let old = try store.createFile(roll, "x")
@@ -142,7 +142,10 @@ struct ExtendedAttributesTests {
         try store.library.setExtendedAttribute(new, name("user.v"), bytes("new"), mode: .createOrReplace)
         _ = try store.library.rename(roll, name("x.tmp"), to: roll, name("x"))
         #expect(try store.library.extendedAttribute(new, name("user.v")) == bytes("new"))
-        #expect(throws: LibraryError.notFound) { try store.library.extendedAttributeNames(old) }
+        #expect(try store.library.extendedAttribute(old, name("user.v")) == bytes("old"))
+        #expect(throws: LibraryError.notPermitted) {
+            try store.library.setExtendedAttribute(old, name("user.v"), bytes("x"), mode: .createOrReplace)
+        }
     }
 
     @Test("setting an attribute changes ctime")

@@ -197,21 +197,27 @@ struct RecentlyDeletedTests {
         #expect(try store.read(id) == bytes("keep"))
     }
 
-    @Test("update rule: the replaced asset goes to Recently Deleted with no albums; the new one keeps them")
+    @Test("update rule (SEMANTICS.md § Edits keep the original): the first version is kept as the original, a later one goes to Recently Deleted with no albums")
     func updateToRecentlyDeleted() throws {
         let store = try TestStore()
         let a = try store.makeAlbum("A")
-        let old = try store.createFile(a, "x.jpg", contents: bytes("old"))
-        let new = try store.createFile(a, ".x.jpg.tmp", contents: bytes("new"))
+        let first = try store.createFile(a, "x.jpg", contents: bytes("first"))
+        let second = try store.createFile(a, ".x.jpg.tmp", contents: bytes("second"))
         try store.rename(a, ".x.jpg.tmp", to: a, "x.jpg")
-        #expect(try store.id(a, "x.jpg") == new)
-        #expect(try store.id(roll, "x.jpg") == new)
-        #expect(try store.id(recentlyDeleted, "x.jpg") == old)
-        // Restored, it comes back to the roll only.
+        #expect(try store.id(a, "x.jpg") == second)
+        #expect(try store.id(roll, "x.jpg") == second)
+        #expect(try store.names(recentlyDeleted).isEmpty, "the first version is the original, not deleted")
+        let third = try store.createFile(a, ".x.jpg.tmp", contents: bytes("third"))
+        try store.rename(a, ".x.jpg.tmp", to: a, "x.jpg")
+        #expect(try store.id(a, "x.jpg") == third)
+        #expect(try store.id(recentlyDeleted, "x.jpg") == second)
+        // Restored, it comes back to the roll only, as an asset of its own.
         try store.rename(recentlyDeleted, "x.jpg", to: roll, "old.jpg")
-        #expect(try store.id(roll, "old.jpg") == old)
+        #expect(try store.id(roll, "old.jpg") == second)
         #expect(try store.names(a) == [name("x.jpg")])
-        #expect(try store.library.attributes(of: old).linkCount == 1)
+        #expect(try store.library.attributes(of: second).linkCount == 1)
+        #expect(try store.library.extendedAttribute(second, name("user.albumfs.asset")) == bytes(String(second)))
+        #expect(try store.library.extendedAttribute(third, name("user.albumfs.asset")) == bytes(String(first)))
     }
 
     @Test("expiry: an asset deleted longer ago than trash_days is purged when the store opens; a newer one stays")
@@ -276,7 +282,7 @@ struct TrashTests {
         }
         let attributes = try store.library.lookup(TestStore.root, name(".Trash-1000"), by: TestStore.owner)
         #expect(attributes.kind == .trash && attributes.mode == 0o700 && attributes.uid == 1000)
-        #expect(try store.sortedNames(TestStore.root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
+        #expect(try store.sortedNames(TestStore.root) == ["Albums", "By Date", "Camera Roll", "Hidden", "Recently Deleted", "Smart Albums"])
         #expect(try store.sortedNames(attributes.id) == ["expunged", "files", "info"])
         // Once made, every lookup finds it (the kernel's permission check keeps others out).
         #expect(try store.library.lookup(TestStore.root, name(".Trash-1000"), by: other).id == attributes.id)
@@ -525,7 +531,7 @@ struct RecentlyDeletedMigrationTests {
         try content.create(18, contents: bytes("photo"), modified: currentTime())
 
         try store.reopen()
-        #expect(try store.sortedNames(TestStore.root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
+        #expect(try store.sortedNames(TestStore.root) == ["Albums", "By Date", "Camera Roll", "Hidden", "Recently Deleted", "Smart Albums"])
         #expect(try store.id(17, "x.jpg") == 18)
         #expect(try store.read(18) == bytes("photo"))
         #expect(try store.library.attributes(of: 18).linkCount == 2)

@@ -120,7 +120,7 @@ struct AlbumRenameTests {
         #expect(throws: LibraryError.notPermitted) { try store.rename(root, "Camera Roll", root, "Roll") }
         #expect(throws: LibraryError.notPermitted) { try store.rename(root, "Albums", root, "Albums2") }
         #expect(throws: LibraryError.notPermitted) { try store.rename(root, "Albums", a, "Albums") }
-        #expect(try store.sortedNames(root) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"])
+        #expect(try store.sortedNames(root) == ["Albums", "By Date", "Camera Roll", "Hidden", "Recently Deleted", "Smart Albums"])
     }
 }
 
@@ -308,10 +308,13 @@ struct EntryRenameTests {
         #expect(attributes.mode == 0o600)  // keeps its own metadata
         #expect(try store.read(new) == bytes("new"))
         #expect(try store.library.extendedAttribute(new, name("user.mine")) == bytes("v"))
-        // The replaced asset is gone, its data freed.
-        #expect(!store.exists(old))
-        #expect(store.dataSize(of: old) == nil)
-        #expect(try assetCount(store) == 1)
+        // The replaced asset is the original now: in no directory, its data kept
+        // (SEMANTICS.md § Edits keep the original), also with no retention period.
+        #expect(store.exists(old))
+        #expect(try store.library.attributes(of: old).linkCount == 1)
+        #expect(try store.read(old) == bytes("old version"))
+        #expect(try store.id(FixedNode.originals, "x.jpg") == old)
+        #expect(try assetCount(store) == 2)
     }
 
     @Test("update: where an album held both, the moving asset keeps its own entry and name")
@@ -331,7 +334,7 @@ struct EntryRenameTests {
         #expect(try store.id(a, "x") == new)
         #expect(try store.names(roll) == [name("x")])
         #expect(try store.library.attributes(of: new).linkCount == 3)
-        #expect(!store.exists(old))
+        #expect(try store.id(FixedNode.originals, "x") == old)
     }
 
     @Test("same-directory update in the roll: takes the roll name and the album entries")
@@ -352,8 +355,8 @@ struct EntryRenameTests {
         #expect(try store.id(b, "x.jpg") == new)
         #expect(try store.library.attributes(of: new).linkCount == 3)
         #expect(try store.read(new) == bytes("new!"))
-        #expect(!store.exists(old))
-        #expect(store.dataSize(of: old) == nil)
+        #expect(try store.id(FixedNode.originals, "x.jpg") == old)
+        #expect(try store.read(old) == bytes("old"))
     }
 
     @Test("rename over a name in another album: the old asset loses that reference, stays in the roll")

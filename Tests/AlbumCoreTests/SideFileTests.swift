@@ -52,7 +52,7 @@ struct SideFileTests {
         #expect(try assetCount(store) == 1)
     }
 
-    @Test("renamed over an asset in the same album: the update rule (the old one to Recently Deleted, albums handed over)")
+    @Test("renamed over an asset in the same album: the update rule (the old one kept as the original, albums handed over)")
     func renamedOverAssetIsUpdate() throws {
         let store = try TestStore()
         let a = try store.makeAlbum("A")
@@ -66,7 +66,9 @@ struct SideFileTests {
         #expect(try store.id(b, "bx.jpg") == new)
         #expect(try store.names(roll) == [name("x.jpg")])
         #expect(try store.id(roll, "x.jpg") == new)
-        #expect(try store.id(FixedNode.recentlyDeleted, "x.jpg") == old)
+        // The first version is kept as its original (SEMANTICS.md § Edits keep the original).
+        #expect(try store.id(FixedNode.originals, "x.jpg") == old)
+        #expect(try store.names(FixedNode.recentlyDeleted).isEmpty)
     }
 
     @Test("in the roll: a side file, renamed to an ordinary name becomes an asset; roll → album as if created there")

@@ -71,6 +71,8 @@ enum ComputedViews {
         SmartAlbumView.raw,
         SmartAlbumView.favorites,
         DuplicatesView(),
+        SmartAlbumView.edited,
+        OriginalsView(),
     ]
 
     /// The directory the smart albums are in (an ordinary fixed directory).

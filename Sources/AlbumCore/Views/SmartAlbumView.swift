@@ -18,6 +18,9 @@ struct SmartAlbumView: ComputedView {
     static let livePhotos = SmartAlbumView(directory: ViewDirectory(FixedNode.livePhotos, .computedView, in: FixedNode.smartAlbums, "Live Photos"),
                                            source: ViewQueries.livePhotos)
 
+    static let edited = SmartAlbumView(directory: ViewDirectory(FixedNode.edited, .computedView, in: FixedNode.smartAlbums, "Edited"),
+                                       source: ViewQueries.edited)
+
     func serves(_ id: NodeID) -> Bool { id == directory.id }
 
     func lookup(_ db: Database, in directory: NodeID, _ name: Name) throws -> ViewChild? {
