@@ -145,6 +145,9 @@ final class Indexer: Sendable {
             // Stopped: the mount is ending and its store is about to be released
             // (Library.stopIndexing waits for a transaction under way).
             guard !stopped.load(ordering: .acquiring) else { return changes }
+            // What the facts pair (SEMANTICS.md § Pairs), in the same transaction.
+            var pairing = Mutation(db: db, now: library.options.now(), options: library.options, content: library.content,
+                                   caller: Caller(uid: 0, gid: 0))
             for r in readings where try db.kind(of: r.id) == .asset {
                 // What the views showed of it may go: the kernel must not keep those names.
                 let rollName = try db.name(of: r.id, in: FixedNode.cameraRoll) ?? r.rollName
@@ -153,7 +156,9 @@ final class Indexer: Sendable {
                 }
                 try db.setFacts(r.id, r.facts, month: r.month, screenshot: r.screenshot, stamp: r.stamp)
                 try db.setThumbnail(r.id, r.facts.thumbnail)
+                try pairing.pairIfPartnered(r.id)
             }
+            changes.merge(pairing.changes)
             return changes
         }
         // Delivered under the lock: once the mount clears it, none is under way.

@@ -4,7 +4,7 @@ import Glibc
 
 /// `albumfs dedupe`: each set of live assets with the same SHA-256 becomes
 /// one asset, as Photos' "Merge" does (SEMANTICS.md § the computed views):
-/// the earliest imported is kept, it joins every album any member was in
+/// the earliest imported is kept (a paired one before any: § Pairs), it joins every album any member was in
 /// (under that member's album name, the (n) rule on a clash), it is a
 /// favorite if any member was, and the others go to Recently Deleted. One
 /// transaction per set.
@@ -65,10 +65,15 @@ extension Library {
         let (content, openFiles) = (self.content, self.openFiles)
         return try mutate(by: caller) { m -> DuplicateSet? in
             // Oldest import first; only what is still as it was hashed.
-            let members = try m.db.assets(withSHA256: sha256).filter { id in
+            var members = try m.db.assets(withSHA256: sha256).filter { id in
                 guard let stamp = proven[id], content.stamp(of: id) == stamp, !openFiles.isOpenForWriting(id) else { return false }
                 return try !m.db.isBeingWritten(id)
             }
+            // A paired member is kept (its other half goes with what is
+            // deleted); two paired members: left alone (SEMANTICS.md § Pairs).
+            let paired = try members.filter { try m.db.partner(of: $0) != nil }
+            if paired.count > 1 { return nil }
+            if let keep = paired.first { members = [keep] + members.filter { $0 != keep } }
             guard let kept = members.first, members.count > 1 else { return nil }
             let roll = FixedNode.cameraRoll
             let named = try members.map { ($0, try m.db.name(of: $0, in: roll) ?? []) }

@@ -66,8 +66,10 @@ extension Library {
         }.0
     }
 
-    /// Adds an existing asset to an album under `name` (`ln`). No data is copied.
-    public func link(_ asset: NodeID, into parent: NodeID, named name: Name) throws(LibraryError) -> Attributes {
+    /// Adds an existing asset to an album under `name` (`ln`). No data is
+    /// copied. The ChangeSet: what a pair's partner changed.
+    @discardableResult
+    public func link(_ asset: NodeID, into parent: NodeID, named name: Name) throws(LibraryError) -> (Attributes, ChangeSet) {
         try Names.validate(name)
         return try mutate(by: Caller(uid: 0, gid: 0), freesSpace: false) { m -> Attributes in
             // Only what the roll shows: not a deleted or hidden asset, nor an original.
@@ -78,6 +80,7 @@ extension Library {
             case .albumEntry: break
             case .favorite:
                 try m.db.setFavorite(asset, true)
+                if let partner = try m.db.partner(of: asset) { try m.db.setFavorite(partner, true) }
                 try m.db.touchChangeTime(asset, now: m.now)
                 guard let attributes = try m.db.attributes(of: asset) else { throw LibraryError.inconsistent("asset \(asset) vanished inside its own transaction") }
                 return attributes
@@ -88,9 +91,11 @@ extension Library {
             try m.db.insertEntry(parent, name, asset)
             try m.db.touchDirectory(parent, now: m.now)
             try m.db.touchChangeTime(asset, now: m.now)
+            // A pair joins an album together (SEMANTICS.md § Pairs).
+            if let partner = try m.db.partner(of: asset) { try m.addPartner(partner, to: parent) }
             guard let attributes = try m.db.attributes(of: asset) else { throw LibraryError.inconsistent("asset \(asset) vanished inside its own transaction") }
             return attributes
-        }.0
+        }
     }
 
     /// `unlink`, as the directory's policy says: in the roll the asset is
@@ -118,6 +123,7 @@ extension Library {
             case .discardOriginal: try m.purge(child)
             case .unfavorite:
                 try m.db.setFavorite(child, false)
+                if let partner = try m.db.partner(of: child) { try m.db.setFavorite(partner, false) }
                 try m.db.touchChangeTime(child, now: m.now)
                 m.changes.node(child)
             case .refused: throw LibraryError.notPermitted

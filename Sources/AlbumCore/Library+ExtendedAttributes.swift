@@ -6,6 +6,8 @@ extension Library {
     static let idAttribute: Name = Array("user.albumfs.id".utf8)
     /// The asset's identifier: the same through edits (SEMANTICS.md § The asset's identifier).
     static let assetAttribute: Name = Array("user.albumfs.asset".utf8)
+    /// Set to `1` on either file of a pair: two assets again (SEMANTICS.md § Pairs).
+    static let unpairAttribute: Name = Array("user.albumfs.unpair".utf8)
     static let deletedAttribute: Name = Array("user.albumfs.deleted".utf8)
     static let purgeAttribute: Name = Array("user.albumfs.purge".utf8)
     static let favoriteAttribute: Name = Array("user.albumfs.favorite".utf8)
@@ -139,6 +141,10 @@ extension Library {
     }
 
     public func setExtendedAttribute(_ id: NodeID, _ name: Name, _ value: [UInt8], mode: SetMode) throws(LibraryError) {
+        if name == Self.unpairAttribute {
+            guard value == Array("1".utf8) else { throw .invalidArgument }
+            return try unpair(id)
+        }
         if name == Self.keepAttribute, remote != nil {
             guard value == Array("1".utf8) || value == Array("0".utf8) else { throw .invalidArgument }
             return try setKeptLocal(id, value == Array("1".utf8))

@@ -279,10 +279,12 @@ extension Mutation {
                 changes.node(target)
             }
         }
+        let partner = try db.partner(of: asset)
         switch (oldParent == roll, newParent == roll) {
         case (true, false):
             // Roll → album: adds the asset to the album; the roll keeps it.
             try db.insertEntry(newParent, newName, asset)
+            if let partner { try addPartner(partner, to: newParent) }
         case (false, true):
             // Album → roll: drops the album reference and renames the roll entry.
             try deleteEntry(oldParent, oldName)
@@ -290,10 +292,12 @@ extension Mutation {
                 try moveEntry(roll, rollName, to: roll, newName)
                 changes.entry(roll, rollName)
             }
+            if let partner { try dropPartner(partner, from: oldParent) }
         default:
             // Album → album: moves the reference.
             try moveEntry(oldParent, oldName, to: newParent, newName)
             try rollFollows(asset, albumEntryWas: oldName, becomes: newName)
+            if let partner { try movePartner(partner, from: oldParent, to: newParent) }
         }
     }
 }

@@ -56,6 +56,8 @@ extension Mutation {
         // Its ctime is the deletion time (Recently Deleted shows it so).
         try db.touchChangeTime(id, now: now)
         changes.node(id)
+        // A pair is deleted together (SEMANTICS.md § Pairs).
+        if let partner = try db.partner(of: id), try isShown(partner) { try deleteAsset(partner, except: nil) }
     }
 
     // MARK: restore
@@ -93,6 +95,10 @@ extension Mutation {
         try db.removeDeletedAsset(id)
         try db.touchChangeTime(id, now: now)
         changes.node(id)
+        if let partner = try db.partner(of: id), try db.isDeleted(partner) {
+            try restore(partner, rollName: nil)
+            if let album { try addPartner(partner, to: album.directory) }
+        }
     }
 
     /// Puts a deleted or hidden asset back into every remembered album
@@ -128,6 +134,10 @@ extension Mutation {
             try purge(original)
         }
         if let edited = try db.editedAsset(withOriginal: id) { try db.forgetOriginal(of: edited) }
+        if let partner = try db.partner(of: id) {
+            try db.deletePair(of: id)
+            try purge(partner)
+        }
         try db.setAssetIdentifier(of: id, to: id)
         try db.deleteNode(id)
         try db.schedulePurge(id)
@@ -162,5 +172,6 @@ extension Mutation {
         try touched(album)
         try db.touchChangeTime(asset, now: now)
         changes.node(asset)
+        if let partner = try db.partner(of: asset) { try dropPartner(partner, from: album) }
     }
 }

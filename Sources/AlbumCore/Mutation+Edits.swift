@@ -16,6 +16,7 @@ extension Mutation {
     /// by an asset that has an original of its own). `except`: the directory
     /// the request names (its entry is the kernel's to drop).
     mutating func supersede(_ replaced: NodeID, by moving: NodeID, except directory: NodeID) throws {
+        if try db.partner(of: moving) == nil { try db.handOverPair(from: replaced, to: moving) }
         if try db.isFavorite(replaced) { try db.setFavorite(moving, true) }
         try db.handOverRememberedEntries(from: replaced, to: moving)
         try db.setAssetIdentifier(of: moving, to: try db.assetIdentifier(of: replaced))
@@ -64,6 +65,7 @@ extension Mutation {
             try vanished(directory, name)
         }
         if try db.isFavorite(edited) { try db.setFavorite(original, true) }
+        try db.handOverPair(from: edited, to: original)
         try db.handOverRememberedEntries(from: edited, to: original)
         try db.setAssetIdentifier(of: original, to: try db.assetIdentifier(of: edited))
         try db.forgetOriginal(of: edited)

@@ -34,6 +34,10 @@ extension Mutation {
         try touched(hidden)
         try db.touchChangeTime(asset, now: now)
         changes.node(asset)
+        // A pair hides together, its partner under its roll name (SEMANTICS.md § Pairs).
+        if let partner = try db.partner(of: asset), let partnerName = try db.name(of: partner, in: roll) {
+            try hide(partner, from: (roll, []), as: try db.freeName(in: hidden, for: partnerName), replacing: nil)
+        }
     }
 
     /// `mv Hidden/x "Camera Roll/NAME"` or `mv Hidden/x Albums/A/NAME`: the
@@ -69,5 +73,9 @@ extension Mutation {
         try bringBackRememberedAlbums(of: asset, except: parent)
         try db.touchChangeTime(asset, now: now)
         changes.node(asset)
+        if let partner = try db.partner(of: asset), let partnerName = try db.name(of: partner, in: hidden) {
+            try unhide(partner, partnerName, to: roll, DirectoryPolicy(.cameraRoll), try db.freeName(in: roll, for: partnerName))
+            if parent != roll { try addPartner(partner, to: parent) }
+        }
     }
 }

@@ -314,7 +314,7 @@ enum Schema {
                 CREATE TABLE companion_deletes(asset INTEGER PRIMARY KEY);
                 """)
         },
-        .init("one asset: originals kept through edits, identifiers, Hidden") { db in
+        .init("one asset: originals kept through edits, identifiers, pairs, Hidden") { db in
             try db.execute("""
                 -- An edited asset's first version (SEMANTICS.md § Edits keep the
                 -- original): a node with no entries, kept as long as the asset.
@@ -327,6 +327,11 @@ enum Schema {
                 CREATE TABLE asset_identifiers(
                     node INTEGER PRIMARY KEY REFERENCES nodes(id),
                     asset INTEGER NOT NULL
+                );
+                -- The two files of a pair (a Live Photo, RAW+JPEG), one row each way.
+                CREATE TABLE pairs(
+                    member INTEGER PRIMARY KEY REFERENCES nodes(id),
+                    partner INTEGER NOT NULL UNIQUE
                 );
                 -- Hidden/, in existing stores too, owned like the root, 0700.
                 INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)

@@ -66,7 +66,9 @@ extension Operations {
         ops.link = { req, ino, newParent, newName in
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
-                fs.replyEntry(req, try fs.library.link(ino, into: newParent, named: name(newName)))
+                let (attributes, changes) = try fs.library.link(ino, into: newParent, named: name(newName))
+                // The kernel holds the directory linked into.
+                fs.invalidator.aroundReply(changes, holding: [newParent]) { fs.replyEntry(req, attributes) }
             }
         }
         // No symlinks or device nodes in a photo library (SEMANTICS.md).

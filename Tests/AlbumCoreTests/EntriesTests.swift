@@ -125,7 +125,7 @@ struct EntriesTests {
         let store = try TestStore()
         let a = try store.makeAlbum("A")
         let id = try store.createFile(roll, "x.jpg", contents: bytes("data"))
-        let linked = try store.library.link(id, into: a, named: name("y.jpg"))
+        let (linked, _) = try store.library.link(id, into: a, named: name("y.jpg"))
         #expect(linked.id == id)
         #expect(linked.linkCount == 2)
         #expect(try store.id(a, "y.jpg") == id)

@@ -22,7 +22,9 @@ extension TestStore {
     }
 
     func checkIsClean() throws {
-        #expect(try StoreChecker(location: location).check(repair: false).map(\.description) == [])
+        library.waitForFreedData()
+        let problems = try StoreChecker(location: location).check(repair: false).map(\.description)
+        #expect(problems == [], "fsck: \(problems)")
     }
 }
 
@@ -242,6 +244,123 @@ struct HiddenTests {
         let attributes = try store.library.attributes(of: hidden)
         #expect(attributes.mode == 0o700)
         #expect(attributes.uid == TestStore.owner.uid)
+        try store.checkIsClean()
+    }
+}
+
+@Suite("One asset: pairs (SEMANTICS.md § Pairs)")
+struct PairsTests {
+    static let still = "kind=photo\ntype=image/heic\ncid=ABC-123"
+    static let video = "kind=video\ntype=video/quicktime\ncid=ABC-123"
+
+    @Test("a Live Photo whose halves went to two albums: after its facts, one asset in both albums; ln, rm in an album, delete, restore, hide and show act on both")
+    func livePhotoActsAsOne() throws {
+        let store = try indexedStore()
+        let a = try store.makeAlbum("A")
+        let b = try store.makeAlbum("B")
+        let c = try store.makeAlbum("C")
+        let still = try store.createFile(a, "IMG_1.HEIC", contents: bytes(Self.still))
+        let video = try store.createFile(b, "IMG_1.MOV", contents: bytes(Self.video))
+        settled(store)
+        #expect(try store.sortedNames(a) == ["IMG_1.HEIC", "IMG_1.MOV"])
+        #expect(try store.sortedNames(b) == ["IMG_1.HEIC", "IMG_1.MOV"])
+        #expect(try store.assetIdentifier(video) == store.assetIdentifier(still))
+        #expect(try store.library.attributes(of: video).linkCount == 3)
+
+        _ = try store.library.link(video, into: c, named: name("clip.mov"))
+        #expect(try store.sortedNames(c) == ["IMG_1.HEIC", "clip.mov"])
+        try store.unlink(a, "IMG_1.MOV")
+        #expect(try store.names(a).isEmpty, "rm of either in an album takes the asset out of it")
+        #expect(try store.sortedNames(roll) == ["IMG_1.HEIC", "IMG_1.MOV"])
+
+        try store.unlink(roll, "IMG_1.HEIC")
+        #expect(try store.names(roll).isEmpty && store.names(b).isEmpty && store.names(c).isEmpty)
+        #expect(try store.sortedNames(FixedNode.recentlyDeleted) == ["IMG_1.HEIC", "IMG_1.MOV"])
+        try store.rename(FixedNode.recentlyDeleted, "IMG_1.MOV", to: roll, "IMG_1.MOV")
+        #expect(try store.sortedNames(roll) == ["IMG_1.HEIC", "IMG_1.MOV"])
+        #expect(try store.sortedNames(b) == ["IMG_1.HEIC", "IMG_1.MOV"])
+        #expect(try store.sortedNames(c) == ["IMG_1.HEIC", "clip.mov"])
+        #expect(try store.names(FixedNode.recentlyDeleted).isEmpty)
+
+        try store.rename(c, "clip.mov", to: hidden, "clip.mov")
+        #expect(try store.names(roll).isEmpty && store.names(b).isEmpty)
+        #expect(try store.sortedNames(hidden) == ["IMG_1.HEIC", "clip.mov"])
+        try store.rename(hidden, "IMG_1.HEIC", to: roll, "IMG_1.HEIC")
+        // The video comes back under the name it was hidden as; its albums keep theirs.
+        #expect(try store.sortedNames(roll) == ["IMG_1.HEIC", "clip.mov"])
+        #expect(try store.sortedNames(b) == ["IMG_1.HEIC", "IMG_1.MOV"])
+        #expect(try store.sortedNames(c) == ["IMG_1.HEIC", "clip.mov"])
+        try store.checkIsClean()
+    }
+
+    @Test("RAW+JPEG of one shot pair (same stem, same capture time); ln adds both; unpair makes two assets, each in the pair's albums; purge takes both")
+    func rawPlusJPEGAndUnpair() throws {
+        let store = try indexedStore()
+        let jpeg = try store.createFile(roll, "DSC_7.JPG", contents: bytes("kind=photo\ntype=image/jpeg\ncaptured=2024-07-01T10:00:00"))
+        let raw = try store.createFile(roll, "DSC_7.NEF", contents: bytes("kind=photo\ntype=image/x-nikon-nef\nraw=1\ncaptured=2024-07-01T10:00:00"))
+        _ = try store.createFile(roll, "DSC_8.JPG", contents: bytes("kind=photo\ntype=image/jpeg\ncaptured=2024-07-01T10:00:01"))
+        settled(store)
+        #expect(try store.assetIdentifier(raw) == store.assetIdentifier(jpeg))
+        let c = try store.makeAlbum("C")
+        _ = try store.library.link(jpeg, into: c, named: name("best.jpg"))
+        #expect(try store.sortedNames(c) == ["DSC_7.NEF", "best.jpg"])
+
+        try store.library.setExtendedAttribute(raw, name("user.albumfs.unpair"), bytes("1"), mode: .createOrReplace)
+        #expect(try store.assetIdentifier(raw) == String(raw))
+        #expect(try store.assetIdentifier(jpeg) == String(jpeg))
+        #expect(throws: LibraryError.invalidArgument) {
+            try store.library.setExtendedAttribute(raw, name("user.albumfs.unpair"), bytes("1"), mode: .createOrReplace)
+        }
+        try store.unlink(c, "best.jpg")
+        #expect(try store.sortedNames(c) == ["DSC_7.NEF"], "unpaired: each its own asset")
+        try store.checkIsClean()
+
+        let store2 = try indexedStore(trashDays: 0)
+        let j = try store2.createFile(roll, "P.JPG", contents: bytes("kind=photo\ntype=image/jpeg"))
+        let r = try store2.createFile(roll, "P.DNG", contents: bytes("kind=photo\nraw=1"))
+        settled(store2)
+        #expect(try store2.assetIdentifier(r) == String(j), "taken together: imported within a minute")
+        try store2.unlink(roll, "P.DNG")
+        #expect(!store2.exists(j) && !store2.exists(r))
+        try store2.checkIsClean()
+    }
+
+    @Test("no pair when the other half is ambiguous; an edit of a paired still keeps the pair")
+    func ambiguityAndEdits() throws {
+        let store = try indexedStore()
+        let video = try store.createFile(roll, "a.mov", contents: bytes(Self.video))
+        _ = try store.createFile(roll, "b.heic", contents: bytes(Self.still))
+        _ = try store.createFile(roll, "c.heic", contents: bytes(Self.still + "\nwidth=2"))
+        settled(store)
+        #expect(try store.assetIdentifier(video) == String(video), "two stills for one video: no pair")
+
+        let other = try indexedStore()
+        let still = try other.createFile(roll, "x.heic", contents: bytes(Self.still))
+        let clip = try other.createFile(roll, "x.mov", contents: bytes(Self.video))
+        settled(other)
+        let edited = try other.save(roll, "x.heic", Self.still + "\nwidth=7")
+        settled(other)
+        #expect(try other.assetIdentifier(edited) == other.assetIdentifier(clip))
+        let a = try other.makeAlbum("A")
+        _ = try other.library.link(clip, into: a, named: name("x.mov"))
+        #expect(try other.sortedNames(a) == ["x.heic", "x.mov"])
+        #expect(try other.id(FixedNode.originals, "x.heic") == still)
+        try other.checkIsClean()
+    }
+
+    @Test("dedupe keeps the member of a pair, so the other half is never deleted with a duplicate")
+    func dedupeKeepsThePair() throws {
+        let store = try indexedStore()
+        let jpeg = "kind=photo\ntype=image/jpeg"
+        let copy = try store.createFile(roll, "copy.JPG", contents: bytes(jpeg))
+        let paired = try store.createFile(roll, "DSC_1.JPG", contents: bytes(jpeg))
+        let raw = try store.createFile(roll, "DSC_1.NEF", contents: bytes("kind=photo\nraw=1"))
+        settled(store)
+        #expect(try store.assetIdentifier(raw) == String(paired))
+        let sets = try store.library.dedupe(dryRun: false, hashing: LineFactsReader())
+        #expect(sets.map(\.kept) == [paired])
+        #expect(try store.sortedNames(roll) == ["DSC_1.JPG", "DSC_1.NEF"])
+        #expect(try store.name(of: copy, in: FixedNode.recentlyDeleted) == "copy.JPG")
         try store.checkIsClean()
     }
 }

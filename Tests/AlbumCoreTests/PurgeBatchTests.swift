@@ -112,7 +112,7 @@ struct PurgeBatchTests {
             DROP TABLE remote; DROP TABLE upload_queue; DROP TABLE remote_objects; DROP TABLE remote_deletes;
             DROP TABLE evicted; DROP TABLE kept_local; DROP TABLE remote_status; DROP TABLE uploads_under_way;
             DROP TABLE thumbnails; DROP TABLE snapshot_status; DROP TABLE companion_deletes;
-            DROP TABLE originals; DROP TABLE asset_identifiers;
+            DROP TABLE originals; DROP TABLE asset_identifiers; DROP TABLE pairs;
             DELETE FROM entries WHERE child = \(FixedNode.hidden); DELETE FROM nodes WHERE id = \(FixedNode.hidden)
             """)
         #expect(step + 8 == Schema.migrator.latestVersion, "a step after the one asset's: undo it here too")

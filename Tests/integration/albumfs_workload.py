@@ -27,7 +27,8 @@ WORKERS = 4
 SHARED_ALBUMS = ["Albums/Shared0", "Albums/Shared1", "Albums/Trips/2024/Paris"]
 # The workload's operations and their relative frequencies.
 OPS = {"create_album": 30, "create_roll": 8, "rename": 10, "move": 10, "rm_ref": 5, "overwrite": 8,
-       "update": 6, "ln": 6, "rm_link": 3, "delete": 4, "restore": 3, "purge": 2, "mkdir": 2}
+       "update": 6, "ln": 6, "rm_link": 3, "delete": 4, "restore": 3, "purge": 2, "mkdir": 2,
+       "hide": 3, "show": 2}
 for _op in filter(None, os.environ.get("ALBUMFS_CRASH_WITHOUT", "").split(",")):
     OPS.pop(_op.strip())   # to isolate a failure: e.g. ALBUMFS_CRASH_WITHOUT=overwrite,update
 UNIQUE = itertools.count(1)   # suffixes for new names: a name is never used twice
@@ -55,6 +56,11 @@ class State:
     # restore_paths: the roll and album entries a restore brings back.
     deleted: bool = False
     restore_paths: tuple[str, ...] = ()
+    # The first version an update replaced, (inode or None, sha256): kept as the asset's
+    # original for as long as it lives (SEMANTICS.md § Edits keep the original).
+    original: tuple[int | None, str] | None = None
+    # In Hidden/ (paths: its one entry there): restore_paths are where showing it puts it back.
+    hidden: bool = False
 
     def __post_init__(self):
         # A path the file holds again (ln after rm of the same link) is no longer absent.
@@ -175,6 +181,7 @@ class Workload:
             album_files = [f for f in mine if f.state.in_album and f.state.paths]
             roll_files = [f for f in mine if not f.state.in_album and f.state.in_roll]
             deleted_files = [f for f in mine if f.state.deleted]
+            hidden_files = [f for f in mine if f.state.hidden]
             op = rng.choices(list(OPS), weights=list(OPS.values()))[0]
             what = op
             try:
@@ -198,17 +205,17 @@ class Workload:
                         new = f"{album}/{f.name}-{next(UNIQUE)}.jpg"
                         f.begin()
                         os.rename(self.p(rel), self.p(new))
-                        f.done(State(paths=(new,), ino=s.ino, sha=s.sha, gone=s.gone, absent=s.absent + (rel,)))
+                        f.done(State(paths=(new,), ino=s.ino, sha=s.sha, gone=s.gone, absent=s.absent + (rel,), original=s.original))
                     elif op == "move":
                         others = [a for a in self._albums() if a != album]
                         new = f"{rng.choice(others)}/{base}"
                         f.begin()
                         os.rename(self.p(rel), self.p(new))
-                        f.done(State(paths=(new,), ino=s.ino, sha=s.sha, gone=s.gone, absent=s.absent + (rel,)))
+                        f.done(State(paths=(new,), ino=s.ino, sha=s.sha, gone=s.gone, absent=s.absent + (rel,), original=s.original))
                     elif op == "rm_ref":
                         f.begin()
                         os.unlink(self.p(rel))
-                        f.done(State(paths=(), ino=s.ino, sha=s.sha, gone=s.gone, absent=s.absent + (rel,)))
+                        f.done(State(paths=(), ino=s.ino, sha=s.sha, gone=s.gone, absent=s.absent + (rel,), original=s.original))
                     elif op == "overwrite":
                         data = self._data(rng)
                         f.begin()
@@ -217,7 +224,7 @@ class Workload:
                             self._write_all(fd, data, rng)
                         finally:
                             os.close(fd)
-                        f.done(State(paths=(rel,), ino=s.ino, sha=sha256(data), gone=s.gone, absent=s.absent))
+                        f.done(State(paths=(rel,), ino=s.ino, sha=sha256(data), gone=s.gone, absent=s.absent, original=s.original))
                     else:  # update: write a temporary next to it, rename it over (rsync, editors)
                         data = self._data(rng)
                         tmp = f"{album}/.{base}.{next(UNIQUE)}.tmp"
@@ -226,7 +233,28 @@ class Workload:
                         os.rename(self.p(tmp), self.p(rel))
                         gone = s.gone + ((s.ino,) if s.ino is not None else ())
                         f.done(State(paths=(rel,), ino=new_ino, sha=sha256(data), gone=gone,
-                                     absent=s.absent + (tmp,)))
+                                     absent=s.absent + (tmp,), original=s.original or (s.ino, s.sha)))
+                elif op == "hide" and roll_files:
+                    # Out of the roll and every album, into Hidden/ (SEMANTICS.md § Hidden).
+                    f = rng.choice(roll_files)
+                    s = f.state
+                    roll_rel = s.paths[0]
+                    shown = f"Hidden/{os.path.basename(roll_rel)}"
+                    what = f"hide {roll_rel}"
+                    f.begin()
+                    os.rename(self.p(roll_rel), self.p(shown))
+                    f.done(State(paths=(shown,), ino=s.ino, sha=s.sha, in_roll=False, in_album=False,
+                                 absent=s.absent + s.paths, hidden=True, restore_paths=s.paths, original=s.original))
+                elif op == "show" and hidden_files:
+                    f = rng.choice(hidden_files)
+                    s = f.state
+                    what = f"show {s.paths[0]} ({s.restore_paths[0]})"
+                    f.begin()
+                    # Back into the roll under its old name, and into every album it was in.
+                    os.rename(self.p(s.paths[0]), self.p(s.restore_paths[0]))
+                    f.done(State(paths=s.restore_paths, ino=s.ino, sha=s.sha, in_album=False,
+                                 absent=tuple(a for a in s.absent + s.paths if a not in s.restore_paths),
+                                 original=s.original))
                 elif op in ("ln", "rm_link", "delete") and roll_files:
                     f = rng.choice(roll_files)
                     s = f.state
@@ -240,7 +268,7 @@ class Workload:
                         f.begin()
                         os.link(self.p(roll_rel), self.p(link))
                         f.done(State(paths=s.paths + (link,), ino=s.ino, sha=s.sha, in_album=False,
-                                     absent=s.absent))
+                                     absent=s.absent, original=s.original))
                     elif op == "rm_link":
                         if not links:
                             continue
@@ -248,12 +276,13 @@ class Workload:
                         f.begin()
                         os.unlink(self.p(link))
                         f.done(State(paths=tuple(x for x in s.paths if x != link), ino=s.ino, sha=s.sha,
-                                     in_album=False, absent=s.absent + (link,)))
+                                     in_album=False, absent=s.absent + (link,), original=s.original))
                     else:  # delete the asset: it leaves the roll and every album, to Recently Deleted
                         f.begin()
                         os.unlink(self.p(roll_rel))
                         f.done(State(paths=(), ino=s.ino, sha=s.sha, in_roll=False, in_album=False,
-                                     absent=s.absent + s.paths, deleted=True, restore_paths=s.paths))
+                                     absent=s.absent + s.paths, deleted=True, restore_paths=s.paths,
+                                     original=s.original))
                 elif op in ("restore", "purge") and deleted_files:
                     f = rng.choice(deleted_files)
                     s = f.state
@@ -264,7 +293,8 @@ class Workload:
                         # Back into the roll under its old name, and into its albums.
                         os.rename(self.p(f"Recently Deleted/{name}"), self.p(s.restore_paths[0]))
                         f.done(State(paths=s.restore_paths, ino=s.ino, sha=s.sha, in_album=False,
-                                     absent=tuple(a for a in s.absent if a not in s.restore_paths)))
+                                     absent=tuple(a for a in s.absent if a not in s.restore_paths),
+                                     original=s.original))
                     else:
                         os.unlink(self.p(f"Recently Deleted/{name}"))
                         f.done(State(paths=(), ino=s.ino, sha=s.sha, in_roll=False, in_album=False,
@@ -476,6 +506,18 @@ def check_library(mp, model: Model) -> dict:
             elif ino in recently_deleted:
                 problems.append(f"{f.name} (inode {ino}): in Recently Deleted as {recently_deleted[ino]}, "
                                 f"but its last operation {'restored' if s.in_roll else 'purged'} it")
+        if s.original is not None and s.in_roll and ino is not None and ino in roll:
+            # Never an edit without its original: Originals/ shows the first version under the roll name.
+            shown = os.path.join(mp, "Smart Albums", "Originals", roll[ino][0])
+            want_ino, want_sha = s.original
+            try:
+                st = os.lstat(shown)
+                if want_ino is not None and st.st_ino != want_ino:
+                    problems.append(f"{f.name}: its original is inode {st.st_ino}, want {want_ino}")
+                elif read_digest(shown)[1] != want_sha:
+                    problems.append(f"{f.name}: its original's content differs from the first version")
+            except FileNotFoundError:
+                problems.append(f"{f.name} (inode {ino}): edited before the kill, but no original at {shown}")
         for g in s.gone:
             if g in everywhere:
                 problems.append(f"{f.name}: inode {g}, replaced by an update before the kill, is still at "

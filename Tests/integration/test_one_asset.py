@@ -1,0 +1,153 @@
+"""One asset through a real mount: SEMANTICS.md § One asset (edits keep the original, Hidden).
+
+Edits are saved the ways programs save (an editor's rename-over, rsync, mv of a finished copy);
+hiding and showing are plain mv; the owner-only Hidden/ is checked as another user on an
+allow_other mount; the README's backup carries Hidden/ back hidden and leaves the originals out.
+The crash workload (albumfs_workload.py) also edits, hides and shows under SIGKILL."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+
+import pytest
+
+from albumfs_testlib import (
+    as_user, assert_fsck_clean, expect_errno, index_wait, ino, names, nlink, payload, read, run, write,
+)
+
+
+def asset_id(p) -> bytes:
+    return os.getxattr(p, "user.albumfs.asset")
+
+
+def months(mp) -> set[int]:
+    """Every inode By Date shows."""
+    found = set()
+    for dirpath, _, files in os.walk(mp / "By Date"):
+        found |= {os.lstat(os.path.join(dirpath, f)).st_ino for f in files}
+    return found
+
+
+def test_three_edits_keep_the_first_original_and_revert_gives_it_back(mount, tmp_path):
+    """Edit by rename-over three times (an editor's safe save, rsync, mv of a finished copy): the
+    asset keeps its albums, favorite and user.albumfs.asset; Smart Albums/Originals/x is the first
+    version byte for byte and never in Recently Deleted; it is read-only. mv of it over the roll
+    entry reverts: the first bytes under the roll name, in both albums, still a favorite."""
+    m = mount
+    a, b = m.albums / "A", m.albums / "B"
+    a.mkdir()
+    b.mkdir()
+    versions = [payload(40_000 + i, f"version {i}") for i in range(4)]
+    src = tmp_path / "src"
+    src.mkdir()
+    write(src / "x.jpg", versions[0])
+    run(["cp", src / "x.jpg", a])
+    first = ino(a / "x.jpg")
+    os.link(a / "x.jpg", b / "b.jpg")
+    os.link(m.roll / "x.jpg", m.mp / "Smart Albums" / "Favorites" / "x.jpg")
+    identifier = asset_id(m.roll / "x.jpg")
+    assert identifier == str(first).encode()
+
+    write(a / ".x.jpg.swp", versions[1])                    # an editor's safe save
+    os.rename(a / ".x.jpg.swp", a / "x.jpg")
+    write(src / "x.jpg", versions[2])                       # rsync of a changed file
+    run(["rsync", "--no-whole-file", "-t", src / "x.jpg", str(a) + "/"])
+    write(src / "x.jpg.new", versions[3])                   # mv of a finished copy over it
+    run(["cp", src / "x.jpg.new", b / ".b.jpg.part"])
+    run(["mv", "-f", b / ".b.jpg.part", b / "b.jpg"])
+
+    last = ino(m.roll / "x.jpg")
+    assert ino(a / "x.jpg") == ino(b / "b.jpg") == last != first
+    assert read(m.roll / "x.jpg") == versions[3]
+    assert nlink(m.roll / "x.jpg") == 3
+    assert names(m.mp / "Smart Albums" / "Favorites") == ["x.jpg"]
+    assert asset_id(m.roll / "x.jpg") == asset_id(a / "x.jpg") == identifier
+    assert names(m.mp / "Smart Albums" / "Edited") == ["x.jpg"]
+    original = m.mp / "Smart Albums" / "Originals" / "x.jpg"
+    assert ino(original) == first and read(original) == versions[0]
+    assert run(["cmp", "-s", m.mp / "Smart Albums" / "Edited" / "x.jpg", original], check=False).returncode == 1
+    deleted = [os.lstat(m.mp / "Recently Deleted" / n).st_ino for n in names(m.mp / "Recently Deleted")]
+    assert len(deleted) == 2 and first not in deleted, "the intermediate versions only"
+    expect_errno(errno.EPERM, os.open, original, os.O_WRONLY)
+    expect_errno(errno.EPERM, os.chmod, original, 0o600)
+    expect_errno(errno.EPERM, os.link, original, a / "copy.jpg")
+
+    run(["mv", original, str(m.roll) + "/"])                # Revert to Original
+    assert read(m.roll / "x.jpg") == versions[0]
+    assert ino(m.roll / "x.jpg") == ino(a / "x.jpg") == ino(b / "b.jpg") == first
+    assert names(m.mp / "Smart Albums" / "Favorites") == ["x.jpg"]
+    assert asset_id(m.roll / "x.jpg") == identifier
+    assert names(m.mp / "Smart Albums" / "Originals") == [] and names(m.mp / "Smart Albums" / "Edited") == []
+    assert len(names(m.mp / "Recently Deleted")) == 3, "the reverted edit is recoverable"
+    m.unmount()
+    assert_fsck_clean(m.store, "after three edits and a revert")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")
+def test_hide_from_an_album_and_show_it_again(pub, mount_factory):
+    """mv Albums/A/x Hidden/: gone from the roll, both albums, Favorites and By Date at once (also
+    names the kernel had cached); Hidden/ lists it; another user on an allow_other mount gets
+    EACCES for Hidden/ and what is in it. mv it to the roll: every membership is back."""
+    m = mount_factory("m", mp=pub / "mnt", options=["allow_other"])
+    a, b = m.albums / "A", m.albums / "B"
+    a.mkdir()
+    b.mkdir()
+    write(a / "x.jpg", payload(30_000, "hidden one"))
+    write(a / "y.jpg", payload(30_000, "visible one"))
+    x = ino(a / "x.jpg")
+    os.link(a / "x.jpg", b / "bx.jpg")
+    os.link(m.roll / "x.jpg", m.mp / "Smart Albums" / "Favorites" / "x.jpg")
+    index_wait(m.mp)
+    assert x in months(m.mp)
+    for p in (a / "x.jpg", b / "bx.jpg", m.roll / "x.jpg"):
+        assert nlink(p) == 3   # cached by the kernel before the hide
+
+    run(["mv", a / "x.jpg", str(m.mp / "Hidden") + "/"])
+    assert names(m.roll) == ["y.jpg"] and names(a) == ["y.jpg"] and names(b) == []
+    for p in (a / "x.jpg", b / "bx.jpg", m.roll / "x.jpg", m.mp / "Smart Albums" / "Favorites" / "x.jpg"):
+        expect_errno(errno.ENOENT, os.stat, p)
+    assert x not in months(m.mp)
+    assert names(m.mp / "Hidden") == ["x.jpg"]
+    assert ino(m.mp / "Hidden" / "x.jpg") == x and nlink(m.mp / "Hidden" / "x.jpg") == 1
+    assert read(m.mp / "Hidden" / "x.jpg") == payload(30_000, "hidden one")
+    assert as_user(["ls", m.roll]).returncode == 0, "control: nobody lists the roll"
+    for cmd in (["ls", m.mp / "Hidden"], ["cat", m.mp / "Hidden" / "x.jpg"]):
+        p = as_user(cmd)
+        assert p.returncode != 0 and "Permission denied" in p.stderr, f"nobody: {cmd}: {p.stderr!r}"
+
+    run(["mv", m.mp / "Hidden" / "x.jpg", str(m.roll) + "/"])
+    assert names(m.mp / "Hidden") == []
+    assert ino(m.roll / "x.jpg") == ino(a / "x.jpg") == ino(b / "bx.jpg") == x
+    assert nlink(m.roll / "x.jpg") == 3
+    assert names(m.mp / "Smart Albums" / "Favorites") == ["x.jpg"]
+    assert x in months(m.mp)
+    m.unmount()
+    assert_fsck_clean(m.store, "after a hide and a show")
+
+
+def test_backup_carries_hidden_back_hidden_and_leaves_originals_out(mount_factory, tmp_path):
+    """The README's rsync backup and restore (SEMANTICS.md § Hidden, § Edits keep the original):
+    a hidden photo comes back in Hidden/ of the new library (in no roll); an edited photo comes
+    back as its current version, without its original."""
+    src = mount_factory("src")
+    write(src.roll / "h.jpg", payload(20_000, "hidden"))
+    run(["mv", src.roll / "h.jpg", str(src.mp / "Hidden") + "/"])
+    write(src.roll / "e.jpg", payload(20_000, "first"))
+    write(src.roll / ".e.jpg.tmp", payload(20_000, "edited"))
+    os.rename(src.roll / ".e.jpg.tmp", src.roll / "e.jpg")
+    excludes = ["--exclude=/Recently Deleted/", "--exclude=/By Date/", "--exclude=/Smart Albums/"]
+    backup = tmp_path / "backup"
+    run(["rsync", "-aH", "--delete", *excludes, str(src.mp) + "/", str(backup) + "/"])
+    assert sorted(os.listdir(backup / "Hidden")) == ["h.jpg"]
+
+    dst = mount_factory("dst")
+    run(["rsync", "-aH", *excludes, str(backup) + "/", str(dst.mp) + "/"])
+    assert names(dst.mp / "Hidden") == ["h.jpg"]
+    assert read(dst.mp / "Hidden" / "h.jpg") == payload(20_000, "hidden")
+    assert names(dst.roll) == ["e.jpg"]
+    assert read(dst.roll / "e.jpg") == payload(20_000, "edited")
+    assert names(dst.mp / "Smart Albums" / "Originals") == []
+    second = run(["rsync", "-aHi", *excludes, str(backup) + "/", str(dst.mp) + "/"], text=True, stdout=subprocess.PIPE)
+    assert second.stdout.strip() == "", f"a second restore transfers nothing:\n{second.stdout}"
