@@ -1,4 +1,5 @@
-"""One asset through a real mount: SEMANTICS.md § One asset (edits keep the original, Hidden).
+"""One asset through a real mount: SEMANTICS.md § One asset (edits keep the original, Hidden,
+pairs of real media made by Tests/media/make-media: a HEIC Live Photo, a DNG and a JPEG).
 
 Edits are saved the ways programs save (an editor's rename-over, rsync, mv of a finished copy);
 hiding and showing are plain mv; the owner-only Hidden/ is checked as another user on an
@@ -9,13 +10,25 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from albumfs_testlib import (
     as_user, assert_fsck_clean, expect_errno, index_wait, ino, names, nlink, payload, read, run, write,
 )
+
+
+MAKE_MEDIA = Path(__file__).resolve().parent.parent / "media" / "make-media"
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("media")
+    subprocess.run([str(MAKE_MEDIA), str(out)], check=True, stdout=subprocess.DEVNULL, timeout=300)
+    return out
 
 
 def asset_id(p) -> bytes:
@@ -151,3 +164,55 @@ def test_backup_carries_hidden_back_hidden_and_leaves_originals_out(mount_factor
     assert names(dst.mp / "Smart Albums" / "Originals") == []
     second = run(["rsync", "-aHi", *excludes, str(backup) + "/", str(dst.mp) + "/"], text=True, stdout=subprocess.PIPE)
     assert second.stdout.strip() == "", f"a second restore transfers nothing:\n{second.stdout}"
+
+
+def test_live_photo_halves_in_two_albums_become_one_asset(mount, media):
+    """Items 1 and 3: the still copied into A and its video into B; after index --wait both names
+    are in A, B and the roll, with one user.albumfs.asset. rm of the MOV in B takes both out of B
+    and leaves both in the roll; rm of the HEIC in the roll puts both in Recently Deleted; mv of
+    the MOV back restores both, with A."""
+    m = mount
+    a, b = m.albums / "A", m.albums / "B"
+    a.mkdir()
+    b.mkdir()
+    shutil.copyfile(media / "live2.heic", a / "IMG_1.HEIC")
+    shutil.copyfile(media / "live2.mov", b / "IMG_1.MOV")
+    names(a), names(b), nlink(m.roll / "IMG_1.MOV")   # cached by the kernel before the pairing
+    index_wait(m.mp)
+    both = ["IMG_1.HEIC", "IMG_1.MOV"]
+    assert names(a) == names(b) == names(m.roll) == both
+    assert asset_id(m.roll / "IMG_1.HEIC") == asset_id(m.roll / "IMG_1.MOV")
+    assert ino(a / "IMG_1.MOV") == ino(m.roll / "IMG_1.MOV") and nlink(m.roll / "IMG_1.MOV") == 3
+
+    run(["rm", b / "IMG_1.MOV"])
+    assert names(b) == [] and names(m.roll) == both and names(a) == both
+    expect_errno(errno.ENOENT, os.stat, b / "IMG_1.HEIC")
+    run(["rm", m.roll / "IMG_1.HEIC"])
+    assert names(m.roll) == [] and names(a) == []
+    assert names(m.mp / "Recently Deleted") == both
+    run(["mv", m.mp / "Recently Deleted" / "IMG_1.MOV", str(m.roll) + "/"])
+    assert names(m.roll) == both and names(a) == both and names(m.mp / "Recently Deleted") == []
+    m.unmount()
+    assert_fsck_clean(m.store, "after a Live Photo pair's life")
+
+
+def test_raw_and_jpeg_of_one_shot_pair_and_unpair_splits_them(mount, media):
+    """Item 2: DSC_1.DNG and DSC_1.JPG copied together pair; ln of the JPEG adds both; unpair makes
+    two assets, each in the albums the pair was in; then rm of the JPEG leaves the DNG."""
+    m = mount
+    c, d = m.albums / "C", m.albums / "D"
+    c.mkdir()
+    d.mkdir()
+    shutil.copyfile(media / "raw.dng", c / "DSC_1.DNG")
+    shutil.copyfile(media / "nodate.jpg", c / "DSC_1.JPG")
+    index_wait(m.mp)
+    assert asset_id(c / "DSC_1.DNG") == asset_id(c / "DSC_1.JPG")
+    os.link(m.roll / "DSC_1.JPG", d / "DSC_1.JPG")
+    assert names(d) == ["DSC_1.DNG", "DSC_1.JPG"]
+    run(["setfattr", "-n", "user.albumfs.unpair", "-v", "1", d / "DSC_1.DNG"])
+    assert asset_id(c / "DSC_1.DNG") != asset_id(c / "DSC_1.JPG")
+    assert names(c) == names(d) == ["DSC_1.DNG", "DSC_1.JPG"]
+    run(["rm", d / "DSC_1.JPG"])
+    assert names(d) == ["DSC_1.DNG"] and names(c) == ["DSC_1.DNG", "DSC_1.JPG"]
+    m.unmount()
+    assert_fsck_clean(m.store, "after a RAW+JPEG pair and its unpair")
