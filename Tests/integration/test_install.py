@@ -83,7 +83,7 @@ def test_ready_only_once_the_mount_answers_and_sigterm_unmounts(installed, tmp_p
         message = sock.recv(4096).decode()
         assert "READY=1" in message, message
         assert is_mounted(mp), "READY=1 came before the mount was in the mount table"
-        assert sorted(os.listdir(mp)) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"]
+        assert sorted(os.listdir(mp)) == ["Albums", "By Date", "Camera Roll", "Hidden", "Recently Deleted", "Smart Albums"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, proc.stderr.read().decode()
         assert not is_mounted(mp), "SIGTERM left the mount behind"

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import shutil
+import time
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from albumfs_testlib import (
-    as_user, assert_fsck_clean, expect_errno, index_wait, ino, names, nlink, payload, read, run, write,
+    CRASH_SEED, as_user, assert_fsck_clean, expect_errno, index_wait, ino, names, nlink, payload, read, run, write,
 )
 
 
@@ -216,3 +218,30 @@ def test_raw_and_jpeg_of_one_shot_pair_and_unpair_splits_them(mount, media):
     assert names(d) == ["DSC_1.DNG"] and names(c) == ["DSC_1.DNG", "DSC_1.JPG"]
     m.unmount()
     assert_fsck_clean(m.store, "after a RAW+JPEG pair and its unpair")
+
+
+def test_a_kill_while_pairs_form_leaves_whole_pairs(mount, media):
+    """Item 6: two Live Photos and three RAW+JPEG shots, each half in an album of its own, the
+    daemon SIGKILLed at a seeded moment while their facts are read and the pairs form; after a
+    remount and index --wait every pair is whole (one identifier, both halves in both albums)
+    and fsck is clean: never half a pair."""
+    m = mount
+    rng = random.Random(CRASH_SEED)
+    pairs = [("live.jpg", "live.mov", "L1.JPG", "L1.MOV"), ("live2.heic", "live2.mov", "L2.HEIC", "L2.MOV")]
+    pairs += [("nodate.jpg", "raw.dng", f"DSC_{i}.JPG", f"DSC_{i}.DNG") for i in range(3)]
+    for k, (first, second, name1, name2) in enumerate(pairs):
+        for half, (source, name) in enumerate(((first, name1), (second, name2))):
+            album = m.albums / f"P{k}-{half}"
+            album.mkdir()
+            shutil.copyfile(media / source, album / name)
+    delay = rng.uniform(0.0, 0.4)
+    time.sleep(delay)   # the seeded kill moment, not a wait for anything
+    m.kill()
+    m.start()
+    index_wait(m.mp)
+    for k, (_, _, name1, name2) in enumerate(pairs):
+        assert asset_id(m.roll / name1) == asset_id(m.roll / name2), f"pair {k} (kill {delay:.3f} s in, seed {CRASH_SEED})"
+        for half in (0, 1):
+            assert names(m.albums / f"P{k}-{half}") == sorted([name1, name2]), f"pair {k}, album {half}"
+    m.unmount()
+    assert_fsck_clean(m.store, f"after a kill {delay:.3f} s into pairing (seed {CRASH_SEED})")

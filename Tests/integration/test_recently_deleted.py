@@ -142,14 +142,21 @@ def test_expiry_by_the_store_clock_at_mount(mount_factory):
 
 
 def test_update_rule_keeps_albums_and_the_replaced_asset_is_restorable(mount):
-    """rsync/GIO "Replace" in an album: the new file keeps the albums, the replaced asset is in
-    Recently Deleted with no albums, and restores into the roll only."""
+    """rsync/GIO "Replace" in an album: the new file keeps the albums; the first version is kept
+    as the original (SEMANTICS.md § Edits keep the original), not in Recently Deleted; a second
+    update's replaced version is in Recently Deleted with no albums, and restores into the roll
+    only."""
     a, b = mount.albums / "A", mount.albums / "B"
     a.mkdir()
     b.mkdir()
-    write(a / "p.jpg", b"old version")
+    write(a / "p.jpg", b"first version")
     os.link(a / "p.jpg", b / "p.jpg")
+    first = ino(a / "p.jpg")
+    write(a / ".p.jpg.tmp", b"old version")
+    os.rename(a / ".p.jpg.tmp", a / "p.jpg")
     old = ino(a / "p.jpg")
+    assert names(deleted(mount)) == []
+    assert ino(mount.mp / "Smart Albums" / "Originals" / "p.jpg") == first
     write(a / ".p.jpg.tmp", b"new version")
     os.rename(a / ".p.jpg.tmp", a / "p.jpg")
     new = ino(a / "p.jpg")
@@ -159,6 +166,7 @@ def test_update_rule_keeps_albums_and_the_replaced_asset_is_restorable(mount):
     assert read(mount.roll / "p-old.jpg") == b"old version"
     assert nlink(mount.roll / "p-old.jpg") == 1
     assert names(a) == ["p.jpg"] and names(b) == ["p.jpg"]
+    assert read(mount.mp / "Smart Albums" / "Originals" / "p.jpg") == b"first version"
 
 
 def test_deleted_assets_are_readable_and_otherwise_read_only(mount, tmp_path):
@@ -190,13 +198,13 @@ def test_the_trash_is_never_listed_nor_backed_up(mount, tmp_path):
     assert sorted(os.listdir(trash / "info")) == ["x.jpg.trashinfo"]
     assert stat.S_IMODE(os.stat(trash).st_mode) == 0o700
     ls = run(["ls", "-a1", mount.mp], text=True).stdout.splitlines()
-    assert ".Trash-0" not in ls and sorted(ls) == [".", "..", "Albums", "By Date", "Camera Roll", "Recently Deleted",
-                                                 "Smart Albums"]
+    assert ".Trash-0" not in ls and sorted(ls) == [".", "..", "Albums", "By Date", "Camera Roll", "Hidden",
+                                                 "Recently Deleted", "Smart Albums"]
     found = run(["find", mount.mp], text=True).stdout
     assert ".Trash" not in found
     out = tmp_path / "backup"
     run(["rsync", "-a", str(mount.mp) + "/", str(out) + "/"])
-    assert sorted(os.listdir(out)) == ["Albums", "By Date", "Camera Roll", "Recently Deleted", "Smart Albums"]
+    assert sorted(os.listdir(out)) == ["Albums", "By Date", "Camera Roll", "Hidden", "Recently Deleted", "Smart Albums"]
     du = run(["du", "-a", mount.mp], text=True).stdout
     assert ".Trash" not in du
 

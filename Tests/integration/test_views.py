@@ -136,7 +136,7 @@ def test_smart_albums_hold_exactly_their_assets(mount, media):
     paths = copy_media(media_dir, names, mount.roll)
     wait_for_facts(paths)
     smart = mount.mp / "Smart Albums"
-    assert sorted(os.listdir(smart)) == ["Duplicates", "Favorites", "Live Photos", "RAW", "Screenshots", "Videos"]
+    assert sorted(os.listdir(smart)) == ["Duplicates", "Edited", "Favorites", "Live Photos", "Originals", "RAW", "Screenshots", "Videos"]
     assert sorted(os.listdir(smart / "Videos")) == sorted(n for n in names if expected[n]["kind"] == "video")
     assert sorted(os.listdir(smart / "Live Photos")) == ["live.jpg", "live.mov", "live2.heic", "live2.mov"]
     assert sorted(os.listdir(smart / "Screenshots")) == sorted(n for n in names if expected[n]["isScreenshot"])

@@ -45,7 +45,8 @@ def test_a_thousand_changes_are_visible_everywhere_at_once(mount):
         new = ino(a / x)
         check(f"update {x}: B/{x}", ino(b / x) == new)
         check(f"update {x}: roll", ino(mount.roll / x) == new)
-        check(f"update {x}: Recently Deleted", ino(deleted / x) == old)
+        # The first version is the original now (SEMANTICS.md § Edits keep the original).
+        check(f"update {x}: Originals", ino(mount.mp / "Smart Albums" / "Originals" / x) == old)
 
         # 2. A delete from the roll: gone from both albums, in Recently Deleted.
         os.unlink(mount.roll / y)
