@@ -104,6 +104,13 @@ struct ImportCommand {
         } else {
             do { try importer.run(files) } catch { stop = error }
         }
+        // Live Photos and RAW+JPEG shots are paired once the daemon has read
+        // both halves: the import returns with them paired (SEMANTICS.md § Pairs).
+        if importer.counts.pairHalves > 0 && stop == nil {
+            _ = LibraryHashes.waitForIndexing(of: root) { left in
+                progress.note("pairing Live Photos and RAW+JPEG shots: \(left) file\(left == 1 ? "" : "s") left to read")
+            }
+        }
         if importer.counts.imported > 0 { Self.synchronize(storeMountedOn: point) }
         return Self.finish(importer.counts, walkFailures: walkFailures.count, of: files.count, stop: stop, progress)
     }

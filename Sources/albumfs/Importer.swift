@@ -32,6 +32,9 @@ final class Importer {
         var duplicates = 0
         var other = 0
         var failed = 0
+        /// Imported files that may be half of a pair (an Apple content
+        /// identifier, a raw): the import waits for their pairing.
+        var pairHalves = 0
     }
 
     /// How the run ended early: Ctrl-C, or a failure of the library itself
@@ -188,6 +191,7 @@ final class Importer {
             }
         }
         known[facts.sha256] = destination.appending(given)
+        if facts.contentIdentifier != nil || facts.isRaw { counts.pairHalves += 1 }
         counts.imported += 1
         counts.importedBytes += file.size
         progress.finished("imported \(file.path) -> \(destinationLabel)/\(String(decoding: given, as: UTF8.self))", bytes: file.size)

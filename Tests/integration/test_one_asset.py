@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from albumfs_testlib import (
-    CRASH_SEED, as_user, assert_fsck_clean, expect_errno, index_wait, ino, names, nlink, payload, read, run, write,
+    CRASH_SEED, albumfs, as_user, assert_fsck_clean, expect_errno, index_wait, ino, names, nlink, payload, read, run, write,
 )
 
 
@@ -245,3 +245,19 @@ def test_a_kill_while_pairs_form_leaves_whole_pairs(mount, media):
             assert names(m.albums / f"P{k}-{half}") == sorted([name1, name2]), f"pair {k}, album {half}"
     m.unmount()
     assert_fsck_clean(m.store, f"after a kill {delay:.3f} s into pairing (seed {CRASH_SEED})")
+
+
+def test_import_returns_with_its_pairs_made(mount, media, tmp_path):
+    """"Import pairs them at once": albumfs import of a camera folder with a Live Photo and a
+    RAW+JPEG shot returns once both are paired (no index --wait here)."""
+    card = tmp_path / "card" / "DCIM"
+    card.mkdir(parents=True)
+    shutil.copyfile(media / "live2.heic", card / "IMG_9.HEIC")
+    shutil.copyfile(media / "live2.mov", card / "IMG_9.MOV")
+    shutil.copyfile(media / "raw.dng", card / "DSC_9.DNG")
+    shutil.copyfile(media / "nodate.jpg", card / "DSC_9.JPG")
+    albumfs("import", "--mount", mount.mp, "--album", "Card", card)
+    album = mount.albums / "Card"
+    assert names(album) == ["DSC_9.DNG", "DSC_9.JPG", "IMG_9.HEIC", "IMG_9.MOV"]
+    assert asset_id(album / "IMG_9.HEIC") == asset_id(album / "IMG_9.MOV")
+    assert asset_id(album / "DSC_9.DNG") == asset_id(album / "DSC_9.JPG")
