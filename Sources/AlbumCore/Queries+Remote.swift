@@ -54,6 +54,21 @@ extension Database {
             """).first { (NodeID(bitPattern: $0.int64(0)), $0.int64(1)) }
     }
 
+    /// The first `limit` queued assets not being written, with their tickets
+    /// and sizes, in queue order.
+    func nextUploads(limit: Int) throws -> [(asset: NodeID, ticket: Int64, size: Int64)] {
+        let statement = try self.statement("""
+            SELECT q.asset, q.rowid, coalesce(n.size, 0) FROM upload_queue q LEFT JOIN nodes n ON n.id = q.asset
+            WHERE q.asset NOT IN (SELECT id FROM unfinished_writes) ORDER BY q.rowid LIMIT ?1
+            """)
+        try statement.bind(.int(limit))
+        var rows: [(NodeID, Int64, Int64)] = []
+        while try statement.step() {
+            rows.append((NodeID(bitPattern: statement.int64(0)), statement.int64(1), statement.int64(2)))
+        }
+        return rows
+    }
+
     /// Takes the asset off the queue if it was not queued again since `ticket`.
     func uploadDone(_ asset: NodeID, ticket: Int64) throws {
         try statement("DELETE FROM upload_queue WHERE asset = ?1 AND rowid = ?2").bind(.int(asset), .int(ticket)).run()

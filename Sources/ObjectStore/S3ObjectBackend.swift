@@ -17,6 +17,12 @@ public final class S3ObjectBackend: @unchecked Sendable {
     private let fetchers: [Locked]
     private let nextFetcher = Atomic<UInt>(0)
     public static let fetchConnections = 3
+    /// Stores of originals and puts of named objects may run a few at once
+    /// (the uploader sends small photos `uploadConnections` at a time): the
+    /// uploader's connection and these.
+    private let uploaders: [Locked]
+    private let nextUploader = Atomic<UInt>(0)
+    public static let uploadConnections = 4
 
     /// `fetchTimeouts`: the fetcher's (a reader waits on it: `-o remote_timeout`).
     public init(location: RemoteLocation, credentials: Credentials,
@@ -27,6 +33,20 @@ public final class S3ObjectBackend: @unchecked Sendable {
             fetchers.append(Locked(try S3Client(location: location, credentials: credentials, timeouts: fetchTimeouts)))
         }
         self.fetchers = fetchers
+        var uploaders = [client]
+        for _ in 1..<Self.uploadConnections {
+            uploaders.append(Locked(try S3Client(location: location, credentials: credentials)))
+        }
+        self.uploaders = uploaders
+    }
+
+    /// A free upload connection, else the next one in turn (waiting for it).
+    private func uploading<T>(_ body: (S3Client) throws(ObjectStoreError) -> T) throws(ObjectStoreError) -> T {
+        for uploader in uploaders {
+            if let result = try uploader.runIfFree(body) { return result }
+        }
+        let next = Int(nextUploader.add(1, ordering: .relaxed).oldValue % UInt(uploaders.count))
+        return try uploaders[next].run(body)
     }
 
     /// A client and the lock that lets one request at a time through it.
@@ -43,6 +63,12 @@ public final class S3ObjectBackend: @unchecked Sendable {
         }
         func run<T>(_ body: (S3Client) throws(ObjectStoreError) -> T) throws(ObjectStoreError) -> T {
             pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return try body(client)
+        }
+        /// `body`'s result if the connection is free now; nil (nothing run) if it is busy.
+        func runIfFree<T>(_ body: (S3Client) throws(ObjectStoreError) -> T) throws(ObjectStoreError) -> T? {
+            guard pthread_mutex_trylock(mutex) == 0 else { return nil }
             defer { pthread_mutex_unlock(mutex) }
             return try body(client)
         }
@@ -65,7 +91,7 @@ public final class S3ObjectBackend: @unchecked Sendable {
     /// own SHA-256; the unfinished uploads of the key that a crash left are
     /// aborted first, and a failed one is aborted).
     public func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String {
-        try client.run { (s3) throws(ObjectStoreError) -> String in
+        try uploading { (s3) throws(ObjectStoreError) -> String in
             let key = Self.key(of: sha256)
             if let existing = try s3.head(key), existing.size == length { return existing.etag }
             guard length > Self.multipartThreshold else {
@@ -142,7 +168,7 @@ public final class S3ObjectBackend: @unchecked Sendable {
     }
 
     public func put(_ key: String, bytes: [UInt8]) throws {
-        try client.run { (s3) throws(ObjectStoreError) in _ = try s3.put(key, bytes: bytes) }
+        try uploading { (s3) throws(ObjectStoreError) in _ = try s3.put(key, bytes: bytes) }
     }
 
     public func get(_ key: String, into descriptor: Int32) throws -> Int64 {

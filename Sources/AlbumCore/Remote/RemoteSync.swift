@@ -5,13 +5,14 @@ import Dispatch
 import SQLiteKit
 import Synchronization
 
-/// Uploads the queued originals and deletes the objects no asset needs, one
-/// at a time, on a thread of its own (SEMANTICS.md § Remote storage). Nothing
+/// Uploads the queued originals and deletes the objects no asset needs, on a
+/// thread of its own (SEMANTICS.md § Remote storage): one step at a time,
+/// where a step uploads up to `concurrentUploads` small originals at once. Nothing
 /// a request does waits for it. Each step is journaled in the database: an
 /// upload is taken off the queue only after the bucket has the object, in a
 /// transaction that also records it, so a crash anywhere repeats the step
 /// (an object named by its content is never stored twice). Deletes and
-/// uploads never run at once: an object is deleted only while no asset
+/// uploads never run at once (a step is either): an object is deleted only while no asset
 /// needs it, and one that becomes needed again leaves the deletes first.
 ///
 /// A failure (unreachable, refused, the data changed while it was read) is
@@ -224,11 +225,17 @@ final class RemoteSync: Sendable {
                 try record(library) { db in try db.companionDeleteDone(asset) }
                 return .did
             }
-            if let (asset, ticket) = try library.read({ db in try db.nextUpload() }) {
+            let queued = try library.read({ db in try db.nextUploads(limit: Self.concurrentUploads) })
+            if let (asset, ticket, size) = queued.first {
                 // A write noted after the look before this step (it is noted
                 // before the commit that queued what was just read): settle first.
                 if deferral() != nil { return .deferred }
-                return try upload(asset, ticket: ticket, library)
+                // Small originals go a few at once (each a PUT and its
+                // companion's: the round trips, not the bytes, are their cost);
+                // a large one alone, on its own (its parts are the parallelism).
+                let batch = queued.prefix { $0.size <= Self.concurrentUploadLimit }
+                guard batch.count > 1, size <= Self.concurrentUploadLimit else { return try upload(asset, ticket: ticket, library) }
+                return uploadAtOnce(Array(batch), library)
             }
             guard let due = snapshotDue(library), due <= WaitableValue<Int>.now() else { return .idle }
             if deferral() != nil { return .deferred }
@@ -238,6 +245,37 @@ final class RemoteSync: Sendable {
         } catch {
             return .failed("\(error)")
         }
+    }
+
+    /// How many small originals go up at once, and what is small (the
+    /// multipart threshold of the S3 backend: below it, one PUT each).
+    static let concurrentUploads = 4
+    static let concurrentUploadLimit: Int64 = 64 << 20
+    private let uploadLanes = (0..<RemoteSync.concurrentUploads).map { DispatchQueue(label: "albumfs.upload.\($0)", qos: .utility) }
+
+    /// Uploads `batch` at once, each as `upload` does (its own journal
+    /// records); done when all are, failed with the first failure.
+    private func uploadAtOnce(_ batch: [(asset: NodeID, ticket: Int64, size: Int64)], _ library: Library) -> Outcome {
+        let failures = Mutex<[String]>([])
+        let group = DispatchGroup()
+        for (index, item) in batch.enumerated() {
+            // A serial queue each: a thread each while it runs, whatever the
+            // number of cores (they wait on the network, not the CPU).
+            uploadLanes[index % uploadLanes.count].async(group: group) { [self] in
+                // Background work, as the worker's own thread is (start).
+                setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+                defer { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 0) }
+                let outcome: Outcome
+                do {
+                    outcome = try upload(item.asset, ticket: item.ticket, library)
+                } catch {
+                    outcome = .failed("\(error)")
+                }
+                if case .failed(let why) = outcome { failures.withLock { $0.append(why) } }
+            }
+        }
+        group.wait()
+        return failures.withLock { $0.first }.map { .failed($0) } ?? .did
     }
 
     private func delete(_ sha256: String, _ library: Library) throws -> Outcome {
