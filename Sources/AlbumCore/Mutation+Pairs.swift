@@ -19,11 +19,17 @@ extension Mutation {
     /// exactly one live, unpaired asset is that (SEMANTICS.md § Pairs).
     mutating func pairIfPartnered(_ id: NodeID) throws {
         guard try db.partner(of: id) == nil, let rollName = try db.name(of: id, in: roll),
-              let facts = try db.facts(of: id), let partner = try findPartner(of: id, rollName, facts) else { return }
-        try pair(id, partner)
+              let facts = try db.facts(of: id), let found = try findPartner(of: id, rollName, facts) else { return }
+        try pair(primary: found.secondary ? found.partner : id, secondary: found.secondary ? id : found.partner)
     }
 
-    private func findPartner(of id: NodeID, _ rollName: Name, _ facts: AssetFacts) throws -> NodeID? {
+    /// Its partner, and whether `id` is the pair's secondary file (the video, the raw).
+    private func findPartner(of id: NodeID, _ rollName: Name, _ facts: AssetFacts) throws -> (partner: NodeID, secondary: Bool)? {
+        guard let partner = try findPartnerFile(of: id, rollName, facts) else { return nil }
+        return (partner, facts.kind == .video || facts.isRaw)
+    }
+
+    private func findPartnerFile(of id: NodeID, _ rollName: Name, _ facts: AssetFacts) throws -> NodeID? {
         if let identifier = facts.contentIdentifier, facts.kind == .photo || facts.kind == .video {
             let candidates = try db.livePhotoCandidates(identifier: identifier, kind: facts.kind == .photo ? .video : .photo)
                 .filter { $0 != id }
@@ -43,10 +49,16 @@ extension Mutation {
         return matches.count == 1 ? matches[0].id : nil
     }
 
-    /// Makes `a` and `b` one asset: one identifier (the older one's), the
-    /// union of their albums, and the favorite flag if either had it.
-    mutating func pair(_ a: NodeID, _ b: NodeID) throws {
-        try db.insertPair(a, b)
+    /// Makes `primary` (the still, the JPEG) and `secondary` (the video, the
+    /// raw) one asset: one identifier (the older one's), the union of their
+    /// albums, and the favorite flag if either had it. The views leave the
+    /// secondary out from now on: the names they showed of it go.
+    mutating func pair(primary: NodeID, secondary: NodeID) throws {
+        let (a, b) = (primary, secondary)
+        if let rollName = try db.name(of: secondary, in: roll) {
+            for entry in try ComputedViews.names(of: secondary, rollName: rollName, db) { changes.entry(entry.directory, entry.name) }
+        }
+        try db.insertPair(primary: primary, secondary: secondary)
         let (first, second) = a < b ? (a, b) : (b, a)
         try db.setAssetIdentifier(of: second, to: try db.assetIdentifier(of: first))
         for (from, to) in [(a, b), (b, a)] {

@@ -185,9 +185,13 @@ struct ViewPlacement: Sendable {
 /// The queries of the computed views: each gives a column `asset` (the
 /// assets the view shows; ?1 is a key some of them take), served by an index.
 enum ViewQueries {
-    static let byMonth = "SELECT asset FROM asset_facts WHERE month = ?1"
-    static let videos = "SELECT asset FROM asset_facts WHERE kind = 'video'"
-    static let screenshots = "SELECT asset FROM asset_facts WHERE screenshot = 1"
+    /// A pair shows once in the views (SEMANTICS.md § Pairs): by its still
+    /// or its JPEG; its video or raw (`pairs.secondary`) is left out, but from
+    /// RAW and Favorites (where `ln` and `rm` name either file).
+    static let notSecondary = "asset NOT IN (SELECT member FROM pairs WHERE secondary = 1)"
+    static let byMonth = "SELECT asset FROM asset_facts WHERE month = ?1 AND \(notSecondary)"
+    static let videos = "SELECT asset FROM asset_facts WHERE kind = 'video' AND \(notSecondary)"
+    static let screenshots = "SELECT asset FROM asset_facts WHERE screenshot = 1 AND \(notSecondary)"
     static let raw = "SELECT asset FROM asset_facts WHERE raw = 1"
     static let favorites = "SELECT asset FROM favorites"
     /// Assets saved over since they came in: those with an original kept.
@@ -196,6 +200,7 @@ enum ViewQueries {
     static let livePhotos = """
         SELECT f.asset AS asset FROM asset_facts f
         WHERE f.content_id IS NOT NULL AND f.kind IN ('photo', 'video')
+        AND f.asset NOT IN (SELECT member FROM pairs WHERE secondary = 1)
         AND EXISTS (SELECT 1 FROM asset_facts p WHERE p.content_id = f.content_id
                     AND p.kind IN ('photo', 'video') AND p.kind <> f.kind
                     AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = p.asset))

@@ -8,10 +8,15 @@ extension Database {
             .first { NodeID(bitPattern: $0.int64(0)) }
     }
 
-    func insertPair(_ a: NodeID, _ b: NodeID) throws {
-        let insert = try statement("INSERT INTO pairs(member, partner) VALUES (?1, ?2)")
-        try insert.bind(.int(a), .int(b)).run()
-        try insert.bind(.int(b), .int(a)).run()
+    /// Pairs `primary` (the still, the JPEG) with `secondary` (the video, the raw).
+    func insertPair(primary: NodeID, secondary: NodeID) throws {
+        let insert = try statement("INSERT INTO pairs(member, partner, secondary) VALUES (?1, ?2, ?3)")
+        try insert.bind(.int(primary), .int(secondary), .int(0)).run()
+        try insert.bind(.int(secondary), .int(primary), .int(1)).run()
+    }
+
+    func isSecondary(_ member: NodeID) throws -> Bool {
+        try statement("SELECT secondary FROM pairs WHERE member = ?1").bind(.int(member)).first { $0.int(0) != 0 } ?? false
     }
 
     func deletePair(of member: NodeID) throws {
@@ -21,8 +26,9 @@ extension Database {
     /// `replaced`'s place in its pair goes to `moving` (an edit of one half).
     func handOverPair(from replaced: NodeID, to moving: NodeID) throws {
         guard let partner = try partner(of: replaced) else { return }
+        let secondary = try isSecondary(replaced)
         try deletePair(of: replaced)
-        try insertPair(moving, partner)
+        try insertPair(primary: secondary ? partner : moving, secondary: secondary ? moving : partner)
     }
 
     /// Live, unpaired assets whose facts carry Apple content identifier

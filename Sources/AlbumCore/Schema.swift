@@ -328,10 +328,12 @@ enum Schema {
                     node INTEGER PRIMARY KEY REFERENCES nodes(id),
                     asset INTEGER NOT NULL
                 );
-                -- The two files of a pair (a Live Photo, RAW+JPEG), one row each way.
+                -- The two files of a pair (a Live Photo, RAW+JPEG), one row each way;
+                -- secondary: the video or the raw, which the views leave out.
                 CREATE TABLE pairs(
                     member INTEGER PRIMARY KEY REFERENCES nodes(id),
-                    partner INTEGER NOT NULL UNIQUE
+                    partner INTEGER NOT NULL UNIQUE,
+                    secondary INTEGER NOT NULL
                 );
                 -- Hidden/, in existing stores too, owned like the root, 0700.
                 INSERT INTO nodes(id, kind, parent, mode, uid, gid, atime, mtime, ctime, imported)

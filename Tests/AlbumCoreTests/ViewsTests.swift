@@ -138,10 +138,14 @@ struct ViewsTests {
         let shot = try store.createFile(roll, "IMG_2.PNG", contents: bytes("kind=photo\ncomment=Screenshot"))
         let named = try store.createFile(roll, "Screenshot 2024-01-01.png", contents: bytes("kind=photo\nn=2"))
         let raw = try store.createFile(roll, "DSC.DNG", contents: bytes("kind=photo\nraw=1"))
+        let movie = try store.createFile(roll, "movie.mp4", contents: bytes("kind=video\nmovie"))
         _ = try store.createFile(roll, "notes.txt", contents: bytes("text"))
         settled(store)
-        #expect(try listing(store, FixedNode.videos) == ["clip.mov": video])
-        #expect(try listing(store, FixedNode.livePhotos) == ["clip.mov": video, "live.heic": still])
+        // A Live Photo shows once, by its still: its video is in neither
+        // Videos nor Live Photos (SEMANTICS.md § Pairs).
+        #expect(try listing(store, FixedNode.videos) == ["movie.mp4": movie])
+        #expect(try listing(store, FixedNode.livePhotos) == ["live.heic": still])
+        #expect(try store.assetIdentifier(video) == String(video))
         #expect(try listing(store, FixedNode.screenshots) == ["IMG_2.PNG": shot, "Screenshot 2024-01-01.png": named])
         #expect(try listing(store, FixedNode.raw) == ["DSC.DNG": raw])
         #expect(try listing(store, FixedNode.livePhotos)["other.heic"] == nil)

@@ -129,16 +129,19 @@ def test_by_date_uses_the_photos_own_date_in_any_daemon_time_zone(mount_factory,
 
 
 def test_smart_albums_hold_exactly_their_assets(mount, media):
-    """Item 3: Videos, Live Photos (both halves of each pair), Screenshots, RAW; same st_ino as
-    the roll; st_nlink unchanged by views."""
+    """Item 3: Videos, Live Photos, Screenshots, RAW; same st_ino as the roll; st_nlink unchanged
+    by views. A Live Photo is one asset: the views show it once, by its still (SEMANTICS.md §
+    Pairs), so its video is in neither Videos nor Live Photos."""
     media_dir, expected = media
     names = sorted(expected)
     paths = copy_media(media_dir, names, mount.roll)
     wait_for_facts(paths)
     smart = mount.mp / "Smart Albums"
     assert sorted(os.listdir(smart)) == ["Duplicates", "Edited", "Favorites", "Live Photos", "Originals", "RAW", "Screenshots", "Videos"]
-    assert sorted(os.listdir(smart / "Videos")) == sorted(n for n in names if expected[n]["kind"] == "video")
-    assert sorted(os.listdir(smart / "Live Photos")) == ["live.jpg", "live.mov", "live2.heic", "live2.mov"]
+    live_videos = {"live.mov", "live2.mov"}
+    assert sorted(os.listdir(smart / "Videos")) == sorted(n for n in names if expected[n]["kind"] == "video"
+                                                          and n not in live_videos)
+    assert sorted(os.listdir(smart / "Live Photos")) == ["live.jpg", "live2.heic"]
     assert sorted(os.listdir(smart / "Screenshots")) == sorted(n for n in names if expected[n]["isScreenshot"])
     assert sorted(os.listdir(smart / "RAW")) == ["raw.dng"]
     for view in ("Videos", "Live Photos", "Screenshots", "RAW"):
