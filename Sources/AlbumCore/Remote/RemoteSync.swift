@@ -156,6 +156,10 @@ final class RemoteSync: Sendable {
         var failureRecorded = true
         while !isStopped {
             if let until = deferral() {
+                // The cache's bound holds while writes settle too: an eviction
+                // is local (a rename and an unlink), and a file closed over
+                // the bound must not stay until the writes are done.
+                _ = try? library()?.evictOverCacheSize()
                 try? library()?.pausePoints.reached(.uploadsSettling)
                 _ = wakeUp.wait(timeout: until)
                 while wakeUp.wait(timeout: .now()) == .success {}
@@ -201,8 +205,9 @@ final class RemoteSync: Sendable {
                 // The whole pause, whatever is queued meanwhile: an import
                 // wakes the worker once a file, and each wake-up taken as a
                 // retry would spend the backoff in a burst of failures.
+                // (The cache's bound still holds: a wake-up evicts, locally.)
                 let until = DispatchTime.now() + pause
-                while !isStopped, wakeUp.wait(timeout: until) == .success {}
+                while !isStopped, wakeUp.wait(timeout: until) == .success { _ = try? library()?.evictOverCacheSize() }
                 pause = min(pause * 2, Self.longestPause)
             }
         }
@@ -239,7 +244,7 @@ final class RemoteSync: Sendable {
             }
             guard let due = snapshotDue(library), due <= WaitableValue<Int>.now() else { return .idle }
             if deferral() != nil { return .deferred }
-            try library.takeSnapshot(backend)
+            try library.takeSnapshot(backend, idle: true)
             snapshotHurried.store(false, ordering: .relaxed)
             return .did
         } catch {
