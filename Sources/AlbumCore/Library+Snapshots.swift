@@ -14,15 +14,14 @@ extension Library {
 
     /// Takes a snapshot into `backend` now, then deletes the ones retention
     /// lets go (a failure there is logged: the snapshot stands). Returns its key.
-    /// `idle`: the uploader's (background work); the unmount's is not.
     @discardableResult
-    func takeSnapshot(_ backend: any ObjectBackend, idle: Bool = false) throws -> String {
+    func takeSnapshot(_ backend: any ObjectBackend) throws -> String {
         // Read before the copy starts: a change committed during it counts as not held.
         let before = changeCount
         let time = options.now()
         let now = Int(time / 1_000_000_000)
         try pausePoints.reached(.snapshotStarting)
-        let (key, _) = try Snapshots.take(of: location, at: time, into: backend, idle: idle) { try pausePoints.reached(.snapshotCopying) }
+        let (key, _) = try Snapshots.take(of: location, at: time, into: backend) { try pausePoints.reached(.snapshotCopying) }
         snapshotted.withLock { $0 = before }
         do { _ = try Snapshots.prune(backend, now: now) } catch { options.log("remote: deleting old snapshots: \(error) (tried again after the next one)") }
         return key

@@ -156,10 +156,6 @@ final class RemoteSync: Sendable {
         var failureRecorded = true
         while !isStopped {
             if let until = deferral() {
-                // The cache's bound holds while writes settle too: an eviction
-                // is local (a rename and an unlink), and a file closed over
-                // the bound must not stay until the writes are done.
-                _ = try? library()?.evictOverCacheSize()
                 try? library()?.pausePoints.reached(.uploadsSettling)
                 _ = wakeUp.wait(timeout: until)
                 while wakeUp.wait(timeout: .now()) == .success {}
@@ -205,9 +201,8 @@ final class RemoteSync: Sendable {
                 // The whole pause, whatever is queued meanwhile: an import
                 // wakes the worker once a file, and each wake-up taken as a
                 // retry would spend the backoff in a burst of failures.
-                // (The cache's bound still holds: a wake-up evicts, locally.)
                 let until = DispatchTime.now() + pause
-                while !isStopped, wakeUp.wait(timeout: until) == .success { _ = try? library()?.evictOverCacheSize() }
+                while !isStopped, wakeUp.wait(timeout: until) == .success {}
                 pause = min(pause * 2, Self.longestPause)
             }
         }
@@ -244,7 +239,7 @@ final class RemoteSync: Sendable {
             }
             guard let due = snapshotDue(library), due <= WaitableValue<Int>.now() else { return .idle }
             if deferral() != nil { return .deferred }
-            try library.takeSnapshot(backend, idle: true)
+            try library.takeSnapshot(backend)
             snapshotHurried.store(false, ordering: .relaxed)
             return .did
         } catch {

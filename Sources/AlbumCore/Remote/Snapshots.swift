@@ -80,19 +80,13 @@ public enum Snapshots {
     /// directory) are removed after, and any a crash left are overwritten.
     /// Returns the key and the compressed size.
     /// `copying`: run inside the copy's read transaction (a pause point).
-    /// `idle`: the copy and its compression (the CPU and the disk of it) run
-    /// at idle priority (IdleThread), so that what the user does meanwhile
-    /// comes first; the unmount's last snapshot is not (it has 5 s).
-    static func take(of location: StoreLocation, at time: Nanoseconds, into backend: any ObjectBackend, idle: Bool = false,
+    static func take(of location: StoreLocation, at time: Nanoseconds, into backend: any ObjectBackend,
                      copying: () throws -> Void = {}) throws -> (key: String, bytes: Int64) {
         let copyPath = location.root + "/snapshot.db", packedPath = location.root + "/snapshot.db.zst"
         defer { _ = unlink(copyPath); _ = unlink(packedPath) }
         _ = unlink(copyPath)
-        func pack() throws -> (descriptor: Int32, length: Int64) {
-            try Database.writeSnapshot(of: location.databasePath, to: copyPath, copying: copying)
-            return try compress(copyPath, into: packedPath)
-        }
-        let packed = idle ? try IdleThread.run { try pack() } : try pack()
+        try Database.writeSnapshot(of: location.databasePath, to: copyPath, copying: copying)
+        let packed = try compress(copyPath, into: packedPath)
         defer { close(packed.descriptor) }
         let key = key(at: time)
         try backend.put(key, file: packed.descriptor, length: packed.length)
