@@ -95,6 +95,17 @@ def reader_workers(daemon_pid: int) -> list[int]:
     return [pid for pid, _ in daemon_children(daemon_pid, b"read-facts")]
 
 
+def test_the_facts_worker_runs_at_idle_cpu_and_io_priority(mount):
+    """Background work is invisible: the facts worker is SCHED_IDLE and in the idle I/O class."""
+    [daemon] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_daemon_of(int(p), mount)]
+    (mount.roll / "x.jpg").write_bytes(b"x" * 1000)
+    index_wait(mount.mp)   # the worker starts with the first file to read
+    [worker] = reader_workers(daemon)
+    assert os.sched_getscheduler(worker) == os.SCHED_IDLE
+    shown = subprocess.run(["ionice", "-p", str(worker)], capture_output=True, text=True, check=True).stdout
+    assert shown.strip() == "idle", shown
+
+
 def test_a_reader_that_dies_costs_a_worker_not_the_mount(mount, media):
     """The media readers run in a worker process: killed in the middle of a file (as a C library
     that aborts on a hostile file would be), the file still gets its SHA-256 (hashed by the
