@@ -150,13 +150,14 @@ final class Indexer: Sendable {
                                    caller: Caller(uid: 0, gid: 0))
             for r in readings where try db.kind(of: r.id) == .asset {
                 // What the views showed of it may go: the kernel must not keep those names.
-                let rollName = try db.name(of: r.id, in: FixedNode.cameraRoll) ?? r.rollName
+                let liveRollName = try db.name(of: r.id, in: FixedNode.cameraRoll)
+                let rollName = liveRollName ?? r.rollName
                 if let rollName {
                     for entry in try ComputedViews.names(of: r.id, rollName: rollName, db) { changes.entry(entry.directory, entry.name) }
                 }
                 try db.setFacts(r.id, r.facts, month: r.month, screenshot: r.screenshot, stamp: r.stamp)
                 try db.setThumbnail(r.id, r.facts.thumbnail)
-                try pairing.pairIfPartnered(r.id)
+                try pairing.pairIfPartnered(r.id, rollName: liveRollName, facts: r.facts)
             }
             changes.merge(pairing.changes)
             return changes

@@ -40,7 +40,7 @@ extension Library {
 extension Mutation {
     mutating func rename(_ oldParent: NodeID, _ oldName: Name, to newParent: NodeID, _ newName: Name, noReplace: Bool) throws {
         // Revert to Original: an original moved onto a name of its edited asset.
-        if oldParent == FixedNode.originals {
+        if try db.kind(of: oldParent) == .originals {
             guard let original = try child(of: oldParent, named: oldName) else { throw LibraryError.notFound }
             guard let edited = try entry(of: newParent, named: newName) else { throw LibraryError.notPermitted }
             try revert(edited, to: original)

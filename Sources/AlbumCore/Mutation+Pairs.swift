@@ -15,11 +15,12 @@ extension Mutation {
 
     // MARK: pairing
 
-    /// Once `id`'s facts are recorded: pairs it with its other half, when
-    /// exactly one live, unpaired asset is that (SEMANTICS.md § Pairs).
-    mutating func pairIfPartnered(_ id: NodeID) throws {
-        guard try db.partner(of: id) == nil, let rollName = try db.name(of: id, in: roll),
-              let facts = try db.facts(of: id), let found = try findPartner(of: id, rollName, facts) else { return }
+    /// Once `id`'s facts (`facts`) are recorded: pairs it with its other
+    /// half, when exactly one live, unpaired asset is that (SEMANTICS.md §
+    /// Pairs). `rollName`: its roll name now (nil: not in the roll, no pair).
+    mutating func pairIfPartnered(_ id: NodeID, rollName: Name?, facts: AssetFacts) throws {
+        guard let rollName, try db.partner(of: id) == nil,
+              let found = try findPartner(of: id, rollName, facts) else { return }
         try pair(primary: found.secondary ? found.partner : id, secondary: found.secondary ? id : found.partner)
     }
 
