@@ -44,33 +44,47 @@ final class Indexer: Sendable {
                 queued.remove(id)
                 return queued.count
             }
-            guard !stopped.load(ordering: .relaxed), let library else {
-                outstanding.subtract(1 + unwritten.withLock { $0.count }, ordering: .relaxed)
-                unwritten.withLock { $0 = [] }
-                return
-            }
-            switch read(id, in: library) {
-            case .read(let reading): unwritten.withLock { $0.append(reading) }
-            case .changedWhileRead: enqueue(id, of: library); outstanding.subtract(1, ordering: .relaxed)
-            case .nothing: outstanding.subtract(1, ordering: .relaxed)
-            }
+            guard !stopped.load(ordering: .relaxed), let library else { return drop(1) }
+            readOne(id, of: library)
             // One transaction for many files: the requests a copy makes
             // meanwhile wait for the database less often.
-            let batch = unwritten.withLock { unwritten -> [Reading] in
-                guard unwritten.count >= Self.batch || (waiting == 0 && !unwritten.isEmpty) else { return [] }
-                defer { unwritten = [] }
-                return unwritten
-            }
-            if !batch.isEmpty {
-                record(batch, in: library)
-                outstanding.subtract(batch.count, ordering: .relaxed)
-            }
+            writeUnwritten(of: library, evenFew: waiting == 0)
         }
     }
 
     /// Facts read and not yet written (only the queue touches them).
     private let unwritten = Mutex<[Reading]>([])
     private static let batch = 32
+
+    /// Reads one asset counted in `outstanding`; what it read waits in `unwritten`.
+    private func readOne(_ id: NodeID, of library: Library) {
+        switch read(id, in: library) {
+        case .read(let reading): unwritten.withLock { $0.append(reading) }
+        case .changedWhileRead: enqueue(id, of: library); outstanding.subtract(1, ordering: .relaxed)
+        case .nothing: outstanding.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    /// Writes what waits in one transaction once there is a batch of it (or
+    /// any of it, `evenFew`: nothing else is queued).
+    private func writeUnwritten(of library: Library, evenFew: Bool) {
+        let batch = unwritten.withLock { unwritten -> [Reading] in
+            guard unwritten.count >= Self.batch || (evenFew && !unwritten.isEmpty) else { return [] }
+            defer { unwritten = [] }
+            return unwritten
+        }
+        guard !batch.isEmpty else { return }
+        record(batch, in: library)
+        outstanding.subtract(batch.count, ordering: .relaxed)
+    }
+
+    /// The mount is ending: `count` reads and what waits unwritten are not done.
+    private func drop(_ count: Int) {
+        outstanding.subtract(count + unwritten.withLock { unwritten in
+            defer { unwritten = [] }
+            return unwritten.count
+        }, ordering: .relaxed)
+    }
 
     /// Runs `body` (a writer's release) counted as pending, so that the count
     /// never drops to 0 between the writer's close and its read being queued.
@@ -80,20 +94,41 @@ final class Indexer: Sendable {
         return try body()
     }
 
-    /// At mount: every asset with no facts, in batches (no scan holds the lock long).
+    /// At mount: every asset with no facts (the backlog), read a batch at a
+    /// time straight from the database. Nothing of the backlog is held but the
+    /// batch under way, so a library of millions unread costs no memory for
+    /// it; and each batch queues the next behind the reads that closes asked
+    /// for meanwhile, so a photo copied in is read within one batch, not after
+    /// the whole backlog.
     func indexMissing(of library: Library) {
-        // Pending from now: `index --wait` right after a mount waits for the scan.
+        // Pending from now to the backlog's end: `index --wait` right after a mount waits for it.
         outstanding.add(1, ordering: .relaxed)
-        queue.async(group: idle) { [self, weak library] in
-            defer { outstanding.subtract(1, ordering: .relaxed) }
-            var after: NodeID = 0
-            while !stopped.load(ordering: .relaxed), let library, let batch = try? library.read({ db in try db.assetsWithoutFacts(after: after, limit: 500) }),
-                  let last = batch.last {
-                for id in batch { enqueue(id, of: library) }
-                after = last
-            }
-        }
+        queue.async(group: idle) { [self, weak library] in readBacklog(after: 0, of: library) }
     }
+
+    private func readBacklog(after: NodeID, of library: Library?) {
+        guard !stopped.load(ordering: .relaxed), let library else { return drop(1) }
+        // A bounded range of ids a query: the database is held for
+        // milliseconds, even where nearly every asset has its facts.
+        let through = after + Self.backlogSpan
+        guard let (chunk, highest) = try? library.read({ db in
+                  (try db.assetsWithoutFacts(after: after, through: through, limit: Self.batch), try db.highestNodeID())
+              }), !chunk.isEmpty || through < highest else {
+            outstanding.subtract(1, ordering: .relaxed)
+            return
+        }
+        // An asset a close queued is read there.
+        for id in chunk where !queued.withLock({ $0.contains(id) }) {
+            outstanding.add(1, ordering: .relaxed)
+            readOne(id, of: library)
+        }
+        writeUnwritten(of: library, evenFew: true)
+        let next = chunk.count == Self.batch ? chunk[chunk.count - 1] : through
+        queue.async(group: idle) { [self, weak library] in readBacklog(after: next, of: library) }
+    }
+
+    /// Ids a query of the backlog looks at.
+    private static let backlogSpan: NodeID = 4096
 
     /// Assets waiting to be read or being read.
     var pending: Int { outstanding.load(ordering: .relaxed) }

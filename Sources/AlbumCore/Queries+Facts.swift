@@ -58,12 +58,19 @@ extension Database {
         try statement("SELECT 1 FROM (\(source)) WHERE asset = ?2").bind(.null, .int(asset)).first { _ in true } ?? false
     }
 
-    /// Assets (live or deleted) with no facts yet, in id order, after `after`.
-    func assetsWithoutFacts(after: NodeID, limit: Int) throws -> [NodeID] {
+    /// Assets (live or deleted) with no facts yet, in id order, among the ids
+    /// in (`after`, `through`]: a scan of a bounded range, however few of
+    /// them lack facts.
+    func assetsWithoutFacts(after: NodeID, through: NodeID, limit: Int) throws -> [NodeID] {
         try statement("""
-            SELECT n.id FROM nodes n WHERE n.kind = \(NodeKind.asset.rawValue) AND n.id > ?1
-            AND NOT EXISTS (SELECT 1 FROM asset_facts f WHERE f.asset = n.id) ORDER BY n.id LIMIT ?2
-            """).bind(.int(after), .int(limit)).all { NodeID(bitPattern: $0.int64(0)) }
+            SELECT n.id FROM nodes n WHERE n.kind = \(NodeKind.asset.rawValue) AND n.id > ?1 AND n.id <= ?2
+            AND NOT EXISTS (SELECT 1 FROM asset_facts f WHERE f.asset = n.id) ORDER BY n.id LIMIT ?3
+            """).bind(.int(after), .int(through), .int(limit)).all { NodeID(bitPattern: $0.int64(0)) }
+    }
+
+    /// The highest node id given so far (0: none).
+    func highestNodeID() throws -> NodeID {
+        try statement("SELECT coalesce(max(id), 0) FROM nodes").first { NodeID(bitPattern: $0.int64(0)) } ?? 0
     }
 
     /// Live assets whose content has this SHA-256 (oldest import first).

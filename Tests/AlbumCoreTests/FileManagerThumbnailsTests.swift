@@ -13,10 +13,9 @@ import Digests
 struct FileManagerThumbnailsTests {
     let mountPoint = "/media/u/Photos"
 
-    func cache() throws -> String {
-        let path = NSTemporaryDirectory() + "albumfs-thumbcache-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path + "/thumbnails"
+    /// A thumbnail cache in the store's temporary directory, removed with it.
+    func cache(of store: TestStore) -> String {
+        store.directory + "/thumbnails"
     }
 
     func file(_ cache: String, _ dir: String, _ uri: String) -> String {
@@ -47,7 +46,7 @@ struct FileManagerThumbnailsTests {
     @Test("a listing writes a photo's thumbnail for the path it is listed under, with Thumb::URI and Thumb::MTime; each path its own")
     func publishes() throws {
         let store = try indexedStore()
-        let cache = try cache()
+        let cache = cache(of: store)
         let photo = try store.createFile(TestStore.roll, "IMG 1.jpg", contents: Array("kind=photo\nthumb=one".utf8))
         let album = try store.makeAlbum(TestStore.albums, "Trip")
         _ = try store.library.link(photo, into: album, named: Array("IMG 1.jpg".utf8))
@@ -73,7 +72,7 @@ struct FileManagerThumbnailsTests {
     @Test("a thumbnail is written once: not again at the next listing, nor at the next mount that finds it on disk; again once the mtime changes")
     func writtenOnce() throws {
         let store = try indexedStore()
-        let cache = try cache()
+        let cache = cache(of: store)
         let photo = try store.createFile(TestStore.roll, "a.jpg", contents: Array("kind=photo\nthumb=a".utf8))
         settled(store)
         let uri = "file:///media/u/Photos/Camera%20Roll/a.jpg"
@@ -95,7 +94,7 @@ struct FileManagerThumbnailsTests {
     @Test("no thumbnail: nothing while the data is local (the file manager draws its own); a failed marker when it is only in the bucket")
     func withoutThumbnail() throws {
         let store = try indexedStore()
-        let cache = try cache()
+        let cache = cache(of: store)
         _ = try store.createFile(TestStore.roll, "clip.mov", contents: Array("kind=video".utf8))
         settled(store)
         let thumbnails = FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache)
