@@ -9,6 +9,7 @@ from . import (scale, w1_import, w2_cold_read, w3_browse, w4_backup, w5_random, 
                w8_remote)
 from .harness import GiB, MARKER, REPO, BenchError, MiB, Mount, Runner, Watchdog, human_bytes, log, q
 from .measure import Measurements
+from .peer import PassthroughLL
 
 
 class Bench(Measurements):
@@ -61,6 +62,9 @@ class Bench(Measurements):
         self.watchdog = Watchdog(on_expire=self.kill_daemons)
         self.rows = []         # (label, plain values, albumfs values, kind, bar)
         self.floors = {}       # label: times of the row's floor command (see measure)
+        self.peers = {}        # label: times of the row's command on passthrough_ll (see measure, peer.py)
+        self.peer = PassthroughLL(self.work)
+        self.peer_root = None  # its mount, while it is mounted
         self.notes = []        # lines printed under the table
         self.problems = []     # correctness failures: exit 1
 
@@ -69,6 +73,11 @@ class Bench(Measurements):
         self.store = os.path.join(self.work, "store")
         self.mnt = os.path.join(self.work, "mnt")
         self.sides = {"plain": self.plain, "albumfs": self.mnt}
+
+    def roots(self):
+        """The trees a row of W1 and W2 measures: the plain tree, albumfs's mount, and
+        passthrough_ll's (peer.py) while it is mounted."""
+        return dict(self.sides, **({"peer": self.peer_root} if self.peer_root else {}))
 
     def kill_daemons(self):
         for mount in self.mounts:
@@ -221,6 +230,12 @@ class Bench(Measurements):
             self.notes.append(self.describe_data_path())
             if self.workloads & {"W3", "W6", "W7"}:
                 self.build_album()
+            if self.workloads & {"W1", "W2"}:
+                why = self.peer.start()
+                if why:
+                    self.notes.append(f"passthrough_ll (libfuse 3.14) not measured: {why}")
+                else:
+                    self.peer_root = self.peer.root
             after_setup = self.mount.status("VmHWM")
             reset = self.mount.reset_peak()
             for name, workload in (("W1", w1_import), ("W2", w2_cold_read), ("W3", w3_browse),
@@ -229,6 +244,8 @@ class Bench(Measurements):
                     workload.run(self)
             peak = self.mount.status("VmHWM")
             rss = self.mount.status("VmRSS")
+            self.peer.stop()
+            self.peer_root = None
             if "W7" in self.workloads:
                 w7_views.run(self)
             if "W5" in self.workloads:
@@ -270,6 +287,7 @@ class Bench(Measurements):
 
     def cleanup(self):
         self.runner.kill_current()
+        self.peer.stop()
         for mount in self.mounts:
             try:
                 mount.unmount()
@@ -281,7 +299,7 @@ class Bench(Measurements):
             except Exception as error:  # keep cleaning up
                 log(f"stopping {service}: {error}")
         if not self.args.keep and os.path.exists(os.path.join(self.work, MARKER)):
-            if any(mount.is_mounted() for mount in self.mounts):
+            if any(mount.is_mounted() for mount in self.mounts) or self.peer.is_mounted():
                 log(f"not removing {self.work}: something is still mounted there")
             else:
                 shutil.rmtree(self.work, ignore_errors=True)

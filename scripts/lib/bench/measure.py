@@ -21,11 +21,13 @@ class Measurements:
         before(side)/after(side, output) run untimed around each. kind 'seconds'
         times the command; kind 'iops' takes the command's 3rd output field.
         commands['floor'], if there, runs on the plain tree between the two (its
-        hooks get side 'plain'); its times go to self.floors[label]."""
+        hooks get side 'plain'); its times go to self.floors[label]. commands['peer'],
+        if there, runs on the peer's mount (passthrough_ll, peer.py) before albumfs's
+        (its hooks get side 'peer'); its times go to self.peers[label]."""
         values = {side: [] for side in commands}
         for r in range(rounds or self.rounds):
             with self.watchdog.phase(f"{label}, round {r + 1}", 4 * self.timeout):
-                for side in [side for side in ("plain", "floor", "albumfs") if side in commands]:
+                for side in [side for side in ("plain", "floor", "peer", "albumfs") if side in commands]:
                     tree = "plain" if side == "floor" else side
                     self.check_side(tree)
                     if before:
@@ -37,11 +39,14 @@ class Measurements:
                         after(tree, out)
             digits = 0 if kind == "iops" else 3
             floor = f", floor {values['floor'][-1]:.3f}" if "floor" in values else ""
+            floor += f", passthrough_ll {values['peer'][-1]:.3f}" if "peer" in values else ""
             log(f"  {label} round {r + 1}: plain {values['plain'][-1]:.{digits}f}{floor}, "
                 f"albumfs {values['albumfs'][-1]:.{digits}f}")
         self.rows.append((label, values["plain"], values["albumfs"], kind, bar))
         if "floor" in values:
             self.floors.setdefault(label, []).extend(values["floor"])
+        if "peer" in values:
+            self.peers.setdefault(label, []).extend(values["peer"])
         return values
 
     def measure_round_into(self, label, commands, bar, before=None, after=None):
@@ -99,6 +104,12 @@ class Measurements:
                       f"copies into any FUSE mount) {median(floor):.3f} s = {median(floor) / median(plain):.2f} × plain; "
                       f"albumfs {median(albumfs) / median(floor):.2f} × floor; rounds "
                       + " ".join(f"{v:.3f}" for v in floor))
+        for label, plain, albumfs, _, _ in rows:
+            if label in self.peers:
+                peer = self.peers[label]
+                print(f"passthrough_ll (libfuse 3.14) for \"{label}\": {median(peer):.3f} s = "
+                      f"{median(peer) / median(plain):.2f} × plain; albumfs {median(albumfs) / median(peer):.2f} × "
+                      f"passthrough_ll; rounds " + " ".join(f"{v:.3f}" for v in peer))
 
     def results(self, scale_only):
         """The run's results, for --json: what the table says, every round's value, and the notes."""
@@ -110,6 +121,8 @@ class Measurements:
                        "plain_median": finite(p), "albumfs_median": finite(a), "ratio": finite(a / p) if p else None}
                 if label in self.floors:
                     row["floor"] = self.floors[label]
+                if label in self.peers:
+                    row["peer"] = self.peers[label]
                 out.append(row)
             return out
         return {"mode": "quick" if self.quick else "full", "rounds": self.rounds, "work": self.work,

@@ -94,7 +94,7 @@ def bar_cell(bar, met, judge):
     return cell(bar) + (" ✗" if judge and met is False else "")
 
 
-def table_rows(rows, with_floor, judge):
+def table_rows(rows, with_floor, judge, with_peer=False):
     lines = []
     for row in rows:
         kind, ratio, albumfs = row.get("kind"), row.get("ratio"), row.get("albumfs_median")
@@ -104,6 +104,9 @@ def table_rows(rows, with_floor, judge):
         if with_floor:
             floor, plain = row.get("floor"), row.get("plain_median")
             cells.append(f"{median(floor) / plain:.2f}" if floor and plain else "")
+        if with_peer:
+            peer = row.get("peer")
+            cells.append(f"{albumfs / median(peer):.2f}" if peer and albumfs else "")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -117,7 +120,7 @@ def median(values):
 PEAK = re.compile(r"^daemon peak RSS \(VmHWM\) over (\S+): ([0-9.]+) MiB \(bar ([^)]*)\)")
 
 
-def peak_row(line, with_floor, judge):
+def peak_row(line, with_floor, judge, with_peer=False):
     """The bench's peak RSS line as a row: its value, its bar."""
     match = PEAK.match(line or "")
     if not match:
@@ -125,8 +128,7 @@ def peak_row(line, with_floor, judge):
     over, mib, bar = match.group(1), float(match.group(2)), match.group(3)
     cells = [cell(f"daemon peak RSS (VmHWM) over {over}"), "", f"{mib:.1f} MiB", "",
              bar_cell(bar, meets(bar, None, None, mib), judge)]
-    if with_floor:
-        cells.append("")
+    cells += [""] * (with_floor + with_peer)
     return ["| " + " | ".join(cells) + " |"]
 
 
@@ -144,6 +146,7 @@ def markdown(results, *, date, machine=None, commit=None):
     scale = results.get("scale") or {}
     scale_rows = list(scale.get("rows") or [])
     with_floor = any(row.get("floor") for row in rows + scale_rows)
+    with_peer = any(row.get("peer") for row in rows)
     rounds = results.get("rounds")
     mode = results.get("mode", "full")
     judge = mode != "quick"   # as the bench: a quick run judges no time
@@ -164,16 +167,22 @@ def markdown(results, *, date, machine=None, commit=None):
         out.append("A quick run (CI's small sizes, one round) checks correctness and judges no time: "
                    "its times are not measurements.")
     out.append("")
-    header = ["workload", "plain", "albumfs", "ratio", "bar"] + (["floor"] if with_floor else [])
+    header = (["workload", "plain", "albumfs", "ratio", "bar"] + (["floor"] if with_floor else [])
+              + (["÷ passthrough_ll"] if with_peer else []))
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "---|" * len(header))
-    out += table_rows(rows, with_floor, judge)
-    out += peak_row(results.get("peak_rss"), with_floor, judge)
-    out += table_rows(scale_rows, with_floor, judge)
+    out += table_rows(rows, with_floor, judge, with_peer)
+    out += peak_row(results.get("peak_rss"), with_floor, judge, with_peer)
+    out += table_rows(scale_rows, with_floor, judge, with_peer)
     below = []
     if with_floor:
         below.append("floor: the same `cp --reflink=never` into the plain directory (read and write, as `cp` "
                      "copies into any FUSE mount), as a multiple of plain")
+    if with_peer:
+        below.append("÷ passthrough_ll: albumfs's median over that of libfuse 3.14's passthrough_ll (compiled "
+                     "from libfuse3-dev's example at bench time, mounted by the same user over a plain "
+                     "directory with -o cache=always, the daemon path) in the same rounds; ≤ 1 is at or "
+                     "below it")
     below += [f"scale: {line}" for line in scale.get("lines") or []]
     below += [f"note: {note}" for note in results.get("notes") or []]
     below += [f"**PROBLEM**: {problem}" for problem in results.get("problems") or []]

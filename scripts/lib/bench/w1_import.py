@@ -10,8 +10,11 @@ def run(bench):
     photos = os.path.join(bench.src, "photos")
     big = os.path.join(bench.src, "big.MOV")
 
+    # passthrough_ll's mount (peer.py) is a plain tree behind FUSE: it is handled as the plain tree.
+    roots = bench.roots()
+
     def remove_import(side):
-        root = bench.sides[side]
+        root = roots[side]
         album = os.path.join(root, "Albums", "Import")
         roll = os.path.join(root, "Camera Roll")
         if os.path.isdir(album):
@@ -22,7 +25,7 @@ def run(bench):
                     os.unlink(os.path.join(roll, name))
                 except FileNotFoundError:
                     pass
-            if side == "plain":
+            if side != "albumfs":
                 shutil.rmtree(album)
             else:
                 left = os.listdir(album)
@@ -35,13 +38,13 @@ def run(bench):
         bench.sh(f"sync; cat {q(photos)}/* > /dev/null")
 
     def link_import(side, _):
-        if side == "plain":
-            album = os.path.join(bench.plain, "Albums", "Import")
+        if side != "albumfs":
+            album = os.path.join(roots[side], "Albums", "Import")
             for name in os.listdir(album):
-                os.link(os.path.join(album, name), os.path.join(bench.plain, "Camera Roll", name))
+                os.link(os.path.join(album, name), os.path.join(roots[side], "Camera Roll", name))
 
     def remove_big(side):
-        path = os.path.join(bench.sides[side], "Camera Roll", "big.MOV")
+        path = os.path.join(roots[side], "Camera Roll", "big.MOV")
         if os.path.exists(path):
             os.unlink(path)
         bench.purge_trash(side)
@@ -52,7 +55,7 @@ def run(bench):
         FUSE mount cannot use copy_file_range (EXDEV across filesystems), so it
         copies with read and write; the same copy into the plain tree
         (--reflink=never) is what no FUSE filesystem can beat."""
-        trees = [(side, root, "") for side, root in bench.sides.items()]
+        trees = [(side, root, "") for side, root in roots.items()]
         if not bench.quick:
             trees.append(("floor", bench.plain, "--reflink=never "))
         return {side: f"cp {flags}{extra}{q(source)} {q(os.path.join(root, where))} && sync"
