@@ -111,7 +111,7 @@ final class Indexer: Sendable {
         // A bounded range of ids a query: the database is held for
         // milliseconds, even where nearly every asset has its facts.
         let through = after + Self.backlogSpan
-        guard let (chunk, highest) = try? library.read({ db in
+        guard let (chunk, highest) = try? library.read(behindRequests: true, { db in
                   (try db.assetsWithoutFacts(after: after, through: through, limit: Self.batch), try db.highestNodeID())
               }), !chunk.isEmpty || through < highest else {
             outstanding.subtract(1, ordering: .relaxed)
@@ -156,7 +156,7 @@ final class Indexer: Sendable {
     }
 
     private func read(_ id: NodeID, in library: Library) -> Outcome {
-        guard let subject = try? library.read({ db -> (Attributes, Name?)? in
+        guard let subject = try? library.read(behindRequests: true, { db -> (Attributes, Name?)? in
             guard let a = try db.attributes(of: id), a.kind == .asset else { return nil }
             return (a, try db.name(of: id, in: FixedNode.cameraRoll))
         }) else { return .nothing }
@@ -175,7 +175,7 @@ final class Indexer: Sendable {
 
     /// Writes what was read, in one transaction.
     private func record(_ readings: [Reading], in library: Library) {
-        let changes = try? library.write { db -> ChangeSet in
+        let changes = try? library.write(behindRequests: true) { db -> ChangeSet in
             var changes = ChangeSet()
             // Stopped: the mount is ending and its store is about to be released
             // (Library.stopIndexing waits for a transaction under way).

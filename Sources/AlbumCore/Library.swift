@@ -174,8 +174,8 @@ public final class Library: Sendable {
     }
 
     /// Runs a read under the database lock.
-    func read<T: Sendable>(_ body: (Database) throws -> T) throws(LibraryError) -> T {
-        try database.withLock { db throws(LibraryError) in
+    func read<T: Sendable>(behindRequests: Bool = false, _ body: (Database) throws -> T) throws(LibraryError) -> T {
+        try database.withLock(behindOthers: behindRequests) { db throws(LibraryError) in
             try mappingErrors { try body(db) }
         }
     }
@@ -187,11 +187,12 @@ public final class Library: Sendable {
     /// `rolledBack` runs when the transaction does not commit (a failed
     /// COMMIT included), in the same lock hold: undoing what it did outside
     /// the database there means nobody can have taken it over meanwhile.
-    func write<T: Sendable>(freesSpace: Bool = false, _ body: (Database) throws -> T,
+    /// Background work writes `behindRequests` (BlockingLock's `behindOthers`).
+    func write<T: Sendable>(freesSpace: Bool = false, behindRequests: Bool = false, _ body: (Database) throws -> T,
                             rolledBack: () -> Void = {}) throws(LibraryError) -> T {
         if isReadOnly { throw .readOnly }
         func attempt() throws(LibraryError) -> T {
-            try database.withLock { db throws(LibraryError) in
+            try database.withLock(behindOthers: behindRequests) { db throws(LibraryError) in
                 do throws(LibraryError) {
                     return try mappingErrors { try db.transaction { try body(db) } }
                 } catch {

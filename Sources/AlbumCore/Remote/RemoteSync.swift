@@ -217,15 +217,15 @@ final class RemoteSync: Sendable {
         // One writer: nothing goes to the bucket without the lease.
         if let why = library.leaseWhy() { return .failed(why) }
         do {
-            if let sha256 = try library.read({ db in try db.nextRemoteDelete() }) {
+            if let sha256 = try library.read(behindRequests: true, { db in try db.nextRemoteDelete() }) {
                 return try delete(sha256, library)
             }
-            if let asset = try library.read({ db in try db.nextCompanionDelete() }) {
+            if let asset = try library.read(behindRequests: true, { db in try db.nextCompanionDelete() }) {
                 try backend.remove(Companion.key(of: asset))
                 try record(library) { db in try db.companionDeleteDone(asset) }
                 return .did
             }
-            let queued = try library.read({ db in try db.nextUploads(limit: Self.concurrentUploads) })
+            let queued = try library.read(behindRequests: true, { db in try db.nextUploads(limit: Self.concurrentUploads) })
             if let (asset, ticket, size) = queued.first {
                 // A write noted after the look before this step (it is noted
                 // before the commit that queued what was just read): settle first.
@@ -279,7 +279,7 @@ final class RemoteSync: Sendable {
     }
 
     private func delete(_ sha256: String, _ library: Library) throws -> Outcome {
-        if try !library.read({ db in try db.isObjectNeeded(sha256) }) {
+        if try !library.read(behindRequests: true, { db in try db.isObjectNeeded(sha256) }) {
             try backend.remove(sha256: sha256)
         }
         try record(library) { db in
@@ -323,7 +323,7 @@ final class RemoteSync: Sendable {
         // even if no snapshot ever holds the record (none for an asset
         // deleted meanwhile: a recovery leaves it deleted).
         let uploaded = Int(library.options.now() / 1_000_000_000)
-        if let companion = try library.read({ db in try Companion.of(asset, digest, modified: before.modified, uploaded: uploaded, db) }) {
+        if let companion = try library.read(behindRequests: true, { db in try Companion.of(asset, digest, modified: before.modified, uploaded: uploaded, db) }) {
             try backend.put(Companion.key(of: asset), bytes: companion.encoded())
         }
         try record(library) { db in
@@ -340,7 +340,7 @@ final class RemoteSync: Sendable {
     /// Writes a step's result, unless the worker was stopped (the store may be
     /// released as soon as `stop` returns).
     private func record(_ library: Library?, _ body: (Database) throws -> Void) throws {
-        try library?.write { db in
+        try library?.write(behindRequests: true) { db in
             guard !isStopped else { return }
             try body(db)
         }
