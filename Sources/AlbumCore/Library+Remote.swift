@@ -136,7 +136,9 @@ extension Library {
         let (content, downloads, log, workers) = (self.content, self.downloads, options.log, downloadWorkers)
         let isStopped: @Sendable () -> Bool = { [weak self] in self?.remoteSync.withLock({ $0 })?.isStopped ?? true }
         workers.enter()
-        download.run(backend, isStopped: isStopped, ended: { workers.leave() }, finish: { [weak self] download throws(LibraryError) in
+        download.run(backend, isStopped: isStopped, ended: { workers.leave() }, keeps: { [weak self] download in
+            self?.keeps(download) ?? true
+        }, finish: { [weak self] download throws(LibraryError) in
             guard let self else { throw .remote("asset \(download.id): the library closed before its data was installed") }
             try self.write { db in
                 guard !isStopped() else { throw LibraryError.remote("asset \(download.id): the mount ended before its data was installed") }
@@ -157,6 +159,26 @@ extension Library {
                 content.removeTransfer(content.fetchPath(of: download.id))
             }
         })
+    }
+
+    /// Whether a download whose every chunk came is installed as the asset's
+    /// data: not when it is larger than `cache_size` (it could only be
+    /// evicted again once its readers close) and nobody pinned it, nor holds
+    /// it for an open or a truncate (a writer waits for its install). Else
+    /// it is let go here, under the database lock where opens find it: its
+    /// readers read on from their descriptors, the next open fetches again.
+    private func keeps(_ download: Download) -> Bool {
+        guard let limit = options.cacheSize, download.digest.size > limit else { return true }
+        let (downloads, content) = (self.downloads, self.content)
+        return (try? read { db -> Bool in
+            if dataHeld.withLock({ $0[download.id] != nil }) { return true }
+            if try db.isKeptLocal(download.id) { return true }
+            downloads.withLock { running in
+                if running[download.id] === download { running.removeValue(forKey: download.id) }
+            }
+            content.removeTransfer(content.fetchPath(of: download.id))
+            return false
+        }) ?? true
     }
 
     /// Keeps the cache bound off `id` from an open's or a truncate's fetch

@@ -484,6 +484,43 @@ struct RemoteReadTests {
         return Array(buffer[..<n])
     }
 
+    /// SEMANTICS.md § Remote storage, `cache_size`: an original larger than
+    /// the bound is read from the bucket and not kept (installed, it could
+    /// only be evicted again once closed: the cache stood above its bound
+    /// meanwhile, 512 MiB over 64 MiB for 0.7 s in W8e); pinned, or fetched
+    /// for a writer, it is kept.
+    @Test("an original larger than cache_size is read whole from the bucket and not kept: readers read on, storage stays remote; pinned or written, it is kept")
+    func largerThanTheCacheIsNotKept() throws {
+        let f = try RemoteFixture(cacheSize: Int64(Self.chunk))
+        let id = try f.store.createFile(TestStore.roll, "clip.mov", contents: Self.video)
+        let pinned = try f.store.createFile(TestStore.roll, "pinned.mov", contents: Array(Self.video.reversed()))
+        let written = try f.store.createFile(TestStore.roll, "written.mov", contents: Array(Self.video.prefix(2 * Self.chunk)))
+        try f.start()
+        try f.synced()
+        eventually("all three evicted") { [id, pinned, written].allSatisfy { f.storage($0) == "remote" } }
+        let library = f.store.library
+        let file = try library.open(id, writable: false, truncate: false)
+        #expect(try Self.read(library, file, 0..<Self.video.count) == Self.video)
+        eventually("the download ended") { file.download?.outcome != nil }
+        #expect(file.download?.outcome == .discarded)
+        #expect(f.storage(id) == "remote")
+        #expect(library.content.size(of: id) == nil, "the data was kept")
+        #expect(access(library.content.fetchPath(of: id), F_OK) != 0, "the fetch file was left")
+        // The handle reads on from what came; a new open fetches again.
+        #expect(try Self.read(library, file, (3 * Self.chunk)..<Self.video.count) == Array(Self.video[(3 * Self.chunk)...]))
+        try library.release(file)
+        #expect(try f.store.read(id) == Self.video)
+        // Pinned: fetched and kept.
+        try library.setKeptLocal(pinned, true)
+        eventually("the pinned one kept") { f.storage(pinned) == "both" }
+        // Opened for writing: fetched whole and kept (the content directory is where data is written).
+        let writer = try library.open(written, writable: true, truncate: false)
+        #expect(library.content.size(of: written) == Int64(2 * Self.chunk))
+        try library.release(writer)
+        #expect(try f.store.read(pinned) == Array(Self.video.reversed()))
+        library.stopRemoteSync()
+    }
+
     @Test("the first bytes of a remote-only original are served from the first chunk, before the rest has come; then all of it, checked, stays local")
     func servedAsItArrives() throws {
         let (f, id, gate) = try Self.evictedVideo()

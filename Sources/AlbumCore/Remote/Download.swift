@@ -31,7 +31,10 @@ final class Download: Sendable {
     let timeout: Double
     private let state: WaitableValue<State>
 
-    enum Outcome: Equatable, Sendable { case installed, failed(String) }
+    /// `discarded`: every chunk came and was checked, and the data was not
+    /// kept (an original larger than `cache_size`, which no handle writes
+    /// and nobody pinned): open handles read on, the next open fetches again.
+    enum Outcome: Equatable, Sendable { case installed, discarded, failed(String) }
 
     private struct State {
         var landed: [Bool]
@@ -96,7 +99,10 @@ final class Download: Sendable {
 
     /// Waits until the whole object is the asset's data again.
     func waitForInstall() throws(LibraryError) {
-        try wait { state in state.outcome == .installed ? true : nil }
+        try wait { state in
+            if state.outcome == .discarded { state.outcome = .failed("asset \(id): its data was not kept (larger than cache_size)") }
+            return state.outcome == .installed ? true : nil
+        }
     }
 
     private func wait(_ ready: (inout State) -> Bool?) throws(LibraryError) {
@@ -124,17 +130,20 @@ final class Download: Sendable {
     // MARK: the worker
 
     /// Fetches every chunk through `backend`, then `finish` makes the file the
-    /// asset's (under the database lock; it throws when the mount is ending).
+    /// asset's (under the database lock; it throws when the mount is ending),
+    /// unless `keeps` (asked once all came, before the file is synced) says
+    /// the data is not to be kept: it has then let go of the file itself.
     /// Stops at `isStopped`; `failed` hears why it did not end installed.
     /// Runs on a queue of its own; closes the fetch file when done.
     /// `ended`: last of all, once nothing of the worker runs any more.
     func run(_ backend: any ObjectBackend, isStopped: @escaping @Sendable () -> Bool,
              ended: @escaping @Sendable () -> Void = {},
+             keeps: @escaping @Sendable (Download) -> Bool = { _ in true },
              finish: @escaping @Sendable (Download) throws(LibraryError) -> Void,
              failed: @escaping @Sendable (Download, String) -> Void) {
         DispatchQueue(label: "albumfs.download", qos: .userInitiated).async { [self] in
             defer { ended() }
-            let outcome = fetchAll(backend, isStopped: isStopped, finish: finish)
+            let outcome = fetchAll(backend, isStopped: isStopped, keeps: keeps, finish: finish)
             close(descriptor)
             // Said (logged) before any reader hears of it.
             if case .failed(let why) = outcome { failed(self, why) }
@@ -148,7 +157,7 @@ final class Download: Sendable {
     static let fetchesAtOnce = 3
 
     private func fetchAll(_ backend: any ObjectBackend, isStopped: @Sendable () -> Bool,
-                          finish: (Download) throws(LibraryError) -> Void) -> Outcome {
+                          keeps: (Download) -> Bool, finish: (Download) throws(LibraryError) -> Void) -> Outcome {
         let checkedWhole = digest.chunkCount > 0 && digest.digest(ofChunk: 0) == nil
         let whole = Mutex(SHA256())
         // The first failure of any fetcher; the others stop at their next chunk.
@@ -198,6 +207,8 @@ final class Download: Sendable {
                     state.landedBytes = digest.size
                 }
             }
+            // Not kept: no sync of data about to be dropped.
+            guard keeps(self) else { return .discarded }
             guard fsync(descriptor) == 0 else { throw LibraryError(errno: errno) }
             try ContentStore.setModificationTime(of: descriptor, to: modified)
             try finish(self)
