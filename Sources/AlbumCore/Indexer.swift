@@ -103,16 +103,20 @@ final class Indexer: Sendable {
     func indexMissing(of library: Library) {
         // Pending from now to the backlog's end: `index --wait` right after a mount waits for it.
         outstanding.add(1, ordering: .relaxed)
-        queue.async(group: idle) { [self, weak library] in readBacklog(after: 0, of: library) }
+        queue.async(group: idle) { [self, weak library] in
+            // The backlog ends at the highest id now: later assets are queued by their closes.
+            guard let highest = try? library?.read(behindRequests: true, { db in try db.highestNodeID() }) else { return drop(1) }
+            readBacklog(after: 0, through: highest, of: library)
+        }
     }
 
-    private func readBacklog(after: NodeID, of library: Library?) {
+    private func readBacklog(after: NodeID, through highest: NodeID, of library: Library?) {
         guard !stopped.load(ordering: .relaxed), let library else { return drop(1) }
         // A bounded range of ids a query: the database is held for
         // milliseconds, even where nearly every asset has its facts.
         let through = after + Self.backlogSpan
-        guard let (chunk, highest) = try? library.read(behindRequests: true, { db in
-                  (try db.assetsWithoutFacts(after: after, through: through, limit: Self.batch), try db.highestNodeID())
+        guard let chunk = try? library.read(behindRequests: true, { db in
+                  try db.assetsWithoutFacts(after: after, through: through, limit: Self.batch)
               }), !chunk.isEmpty || through < highest else {
             outstanding.subtract(1, ordering: .relaxed)
             return
@@ -124,7 +128,7 @@ final class Indexer: Sendable {
         }
         writeUnwritten(of: library, evenFew: true)
         let next = chunk.count == Self.batch ? chunk[chunk.count - 1] : through
-        queue.async(group: idle) { [self, weak library] in readBacklog(after: next, of: library) }
+        queue.async(group: idle) { [self, weak library] in readBacklog(after: next, through: highest, of: library) }
     }
 
     /// Ids a query of the backlog looks at.
