@@ -51,7 +51,14 @@ def right_after_import(bench):
     (timed): on albumfs the facts worker reads the same 300 files meanwhile. The same again
     with `albumfs index --wait` between the copy and the rsync (the facts read): the two
     albumfs columns differ by what the background reading costs the user."""
-    photos = os.path.join(bench.src, "photos")
+    # Names of their own: the roll already holds IMG_*.JPG from W1, so a copy of those names
+    # would be given other roll names, and deleting by the album's names would delete W1's
+    # photos (which W6 and W7 go on to use).
+    photos = os.path.join(bench.src, "fresh")
+    if not os.path.isdir(photos):
+        os.makedirs(photos)
+        for name in sorted(os.listdir(os.path.join(bench.src, "photos"))):
+            os.link(os.path.join(bench.src, "photos", name), os.path.join(photos, "FRESH" + name[3:]))
     out = os.path.join(bench.work, "out-fresh")
     values = {"plain": [], "during": [], "after": []}
     for r in range(bench.rounds):
