@@ -62,6 +62,8 @@ let package = Package(
             pkgConfig: "libzstd",
             providers: [.apt(["libzstd-dev"])]
         ),
+        // getxattr(2) and friends (libc's; Swift's Glibc module leaves them out).
+        .systemLibrary(name: "CXattr"),
         // Whole files compressed with zstd (the metadata snapshots in the bucket).
         .target(name: "Zstd", dependencies: ["CZstd"]),
         // What a file says about itself: SHA-256, MIME type, capture date,
@@ -76,7 +78,7 @@ let package = Package(
         // A small SQLite wrapper with no domain words in it.
         .target(name: "SQLiteKit", dependencies: ["CSQLite3"]),
         // The library model and the on-disk store (Digests: it checks what the bucket gives back). No FUSE: testable alone.
-        .target(name: "AlbumCore", dependencies: ["SQLiteKit", "Digests", "Zstd"]),
+        .target(name: "AlbumCore", dependencies: ["SQLiteKit", "Digests", "Zstd", "CXattr"]),
         // The thin FUSE low-level adapter over AlbumCore.
         .target(name: "AlbumFUSE", dependencies: ["AlbumCore", "CFuse3"]),
         // The command-line entry point: one type per subcommand.

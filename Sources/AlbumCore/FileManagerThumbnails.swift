@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CXattr
 import Digests
 import Synchronization
 
@@ -15,9 +16,16 @@ import Synchronization
 /// when a listing of its directory is about to be returned (GIO asks for
 /// `thumbnail::path` as it enumerates; written any later, the file manager
 /// would already be making its own from the original). What is written once
-/// for a path and mtime is remembered for the mount's life, and found on
-/// disk at the next mount (the file's own mtime is the photo's), so a
-/// listing writes each thumbnail once.
+/// for a path and mtime is remembered (a bounded set), and found on disk at
+/// the next mount (`user.albumfs.mtime` on the file, else its `Thumb::MTime`),
+/// so a listing writes each thumbnail once. The file's own mtime is when it
+/// was written, as for GNOME's own: its housekeeping deletes thumbnails by
+/// that age (180 days) and trims the cache by it, oldest first.
+///
+/// Bounded (`Limits`): a mount writes at most `space` bytes of them (blocks),
+/// never while the cache's file system has less than a tenth of its blocks
+/// or inodes free, and remembers at most `remembered` of them; past a bound
+/// listings write no more and the file manager draws its own, said once.
 ///
 /// A file albumfs has no thumbnail of (a video, a raw, a photo whose facts
 /// are not read yet) gets none while its data is local: the file manager
@@ -30,11 +38,44 @@ public final class FileManagerThumbnails: Sendable {
     /// `$XDG_CACHE_HOME/thumbnails`.
     let cache: String
     private let library: Library
+    let limits: Limits
     /// What is in the cache as it must be: `key(md5:seconds:)` of each.
     /// Eight bytes a path: with 100,000 remote-only files listed in the
     /// roll and an album, a set of "MD5 mtime" strings took 31 MiB of the
-    /// daemon (1.63 × a local library's RSS).
+    /// daemon (1.63 × a local library's RSS). At most `limits.remembered`:
+    /// a full set is emptied (a listing then costs one getxattr a file),
+    /// which kept a 10,000,000-file listing from growing it to 95.6 MiB.
     private let published = Mutex<Set<UInt64>>([])
+    /// Bytes of the cache's disk written by this mount (whole 4 KiB blocks).
+    private let spent = Mutex<Int64>(0)
+
+    /// What a mount may put in the user's cache.
+    public struct Limits: Sendable {
+        /// Bytes of the cache's disk a mount may fill, each file counted in
+        /// whole 4 KiB blocks (`-o thumbnail_space=SIZE`). 1 GiB: twice
+        /// GNOME's own bound on the whole cache (512 MB, trimmed by its
+        /// housekeeping): 262,144 failed markers, or fewer thumbnails.
+        public var space: Int64 = 1 << 30
+        /// Never written while less than this fraction of the blocks or of
+        /// the inodes of the cache's file system is free.
+        public var freeFloor = 0.10
+        /// Keys remembered (8 bytes each, a set of about 1 MiB; with 262,144
+        /// a mount that had listed 1,000,000 remote-only files had 33.5 MiB
+        /// of VmRSS, 1.26 × the same library's local).
+        public var remembered = 1 << 16
+        /// The fractions of blocks and of inodes free where `path` is (nil: unknown).
+        public var free: @Sendable (String) -> (blocks: Double, inodes: Double)? = Limits.statfsFree
+
+        public init() {}
+
+        static func statfsFree(_ path: String) -> (blocks: Double, inodes: Double)? {
+            var info = statvfs()
+            guard statvfs(path, &info) == 0, info.f_blocks > 0 else { return nil }
+            // A file system without inode counts (f_files 0: btrfs reports some, some report none).
+            let inodes = info.f_files > 0 ? Double(info.f_favail) / Double(info.f_files) : 1
+            return (Double(info.f_bavail) / Double(info.f_blocks), inodes)
+        }
+    }
 
     /// 64 bits of the URI's MD5 mixed with the mtime. Two paths and mtimes
     /// share one with a chance of about n² / 2⁶⁵ (10⁻⁹ for 200,000); then
@@ -43,8 +84,9 @@ public final class FileManagerThumbnails: Sendable {
         (UInt64(md5.prefix(16), radix: 16) ?? 0) ^ (UInt64(bitPattern: seconds) &* 0x9E37_79B9_7F4A_7C15)
     }
 
-    public init(library: Library, mountPoint: String, cache: String) {
+    public init(library: Library, mountPoint: String, cache: String, limits: Limits = Limits()) {
         self.library = library
+        self.limits = limits
         self.mountPoint = mountPoint.hasSuffix("/") ? String(mountPoint.dropLast()) : mountPoint
         self.cache = cache
     }
@@ -74,21 +116,71 @@ public final class FileManagerThumbnails: Sendable {
             let key = Self.key(md5: md5, seconds: seconds)
             if published.withLock({ $0.contains(key) }) { continue }
             let directory = cache + "/" + (drawn.contains(entry.attributes.id) ? "large" : Self.failed)
-            // Written at an earlier mount, or by another mount of the same path.
+            // Written at an earlier mount, or by another mount of the same path, or by the file manager.
             if Self.holds(directory + "/" + md5 + ".png", mtime: seconds) {
-                _ = published.withLock { $0.insert(key) }
+                remember(key)
                 continue
             }
             missing.append((entry.attributes.id, uri, md5, seconds, key, directory))
         }
-        guard !missing.isEmpty, let pngs = try? library.thumbnails(of: missing.map(\.id).filter(drawn.contains)) else { return }
+        guard !missing.isEmpty, roomLeft(),
+              let pngs = try? library.thumbnails(of: missing.map(\.id).filter(drawn.contains)) else { return }
         for m in missing {
             let text = ["Thumb::URI": m.uri, "Thumb::MTime": String(m.seconds), "Software": "albumfs"]
             // No thumbnail (any more): the failed marker of a file only in the bucket.
-            if write(PNGText.adding(text, to: pngs[m.id] ?? PNGText.blank), to: m.directory, m.md5, mtime: m.seconds) {
-                _ = published.withLock { $0.insert(m.key) }
+            let png = PNGText.adding(text, to: pngs[m.id] ?? PNGText.blank)
+            guard spend(png.count) else { return }
+            if write(png, to: m.directory, m.md5, mtime: m.seconds) {
+                remember(m.key)
             }
         }
+    }
+
+    /// How many keys are remembered (for tests of the bound).
+    var rememberedCount: Int { published.withLock { $0.count } }
+
+    private func remember(_ key: UInt64) {
+        published.withLock { set in
+            if set.count >= limits.remembered { set.removeAll(keepingCapacity: true) }
+            set.insert(key)
+        }
+    }
+
+    /// Counts a file of `bytes` against `limits.space`: false (said once) when it does not fit.
+    private func spend(_ bytes: Int) -> Bool {
+        let blocks = Int64((bytes + 4095) / 4096 * 4096)
+        let fits = spent.withLock { spent in
+            guard spent + blocks <= limits.space else { return false }
+            spent += blocks
+            return true
+        }
+        if !fits {
+            let size = limits.space >= 1 << 20 ? "\(limits.space >> 20) MiB" : "\(limits.space >> 10) KiB"
+            sayOnce(.space, "thumbnails: this mount has written its \(size) of thumbnails "
+                    + "(-o thumbnail_space=SIZE): file managers draw their own from now on")
+        }
+        return fits
+    }
+
+    /// Whether the cache's file system keeps a tenth (`limits.freeFloor`) of its blocks and inodes free.
+    private func roomLeft() -> Bool {
+        guard let free = limits.free(cache) ?? limits.free(Self.parent(of: cache)) else { return true }
+        if free.blocks >= limits.freeFloor && free.inodes >= limits.freeFloor { return true }
+        sayOnce(.floor, "thumbnails: less than \(Int(limits.freeFloor * 100)) % of the space or inodes of "
+                + "\(cache)'s file system is free: no more are written (file managers draw their own)")
+        return false
+    }
+
+    private static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
+        return String(path[..<slash])
+    }
+
+    private enum Said: Hashable { case unwritable, space, floor }
+    private let said = Mutex<Set<Said>>([])
+
+    private func sayOnce(_ what: Said, _ line: String) {
+        if said.withLock({ $0.insert(what).inserted }) { library.options.log(line) }
     }
 
     /// Where GNOME's thumbnail factory keeps its "failed" markers.
@@ -112,18 +204,31 @@ public final class FileManagerThumbnails: Sendable {
         return String(decoding: text, as: UTF8.self)
     }
 
-    /// Whether the file at `path` is a thumbnail this class wrote for a
-    /// photo whose mtime is `mtime`: each is given the photo's mtime as its
-    /// own when written, so one stat tells (a listing of 3,000 photos that
-    /// opened and read each one's text chunks took 2.7 times as long as one
-    /// with no thumbnails; with a stat, about as long). Its name is the MD5 of
-    /// the URI, so the URI is the one it was written for.
-    static func holds(_ path: String, mtime: Int64) -> Bool {
-        var info = stat()
-        return stat(path, &info) == 0 && info.st_mtim.tv_sec == mtime && info.st_size > 0
-    }
+    /// The extended attribute that says which mtime of its photo a thumbnail
+    /// file was written for, so that one getxattr tells (a listing of 3,000
+    /// photos that opened and read each one's text chunks took 2.7 times as
+    /// long as one with no thumbnails; with one call, about as long).
+    static let mtimeAttribute = "user.albumfs.mtime"
 
-    private let failedOnce = Mutex(false)
+    /// Whether the file at `path` is a thumbnail for a photo whose mtime is
+    /// `mtime`: by `mtimeAttribute`, or, on a file without it (the file
+    /// manager's own, or a file system without user xattrs), by its
+    /// `Thumb::MTime`. Its name is the MD5 of the URI, so the URI is the one
+    /// it was written for.
+    static func holds(_ path: String, mtime: Int64) -> Bool {
+        let expected = Array(String(mtime).utf8)
+        var value = [UInt8](repeating: 0, count: 24)
+        let length = getxattr(path, mtimeAttribute, &value, value.count)
+        if length >= 0 { return Array(value.prefix(length)) == expected }
+        guard errno == ENODATA || errno == ENOTSUP else { return false }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var head = [UInt8](repeating: 0, count: 4096)
+        let count = read(fd, &head, head.count)
+        guard count > 0 else { return false }
+        return PNGText.chunks(in: head[..<count])["Thumb::MTime"] == String(mtime)
+    }
 
     /// Written whole or not at all (a temporary file renamed over it), 0600
     /// in directories 0700, as the spec asks.
@@ -134,9 +239,8 @@ public final class FileManagerThumbnails: Sendable {
             let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             guard fd >= 0 else { return false }
             let written = png.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            // Its mtime is the photo's (Thumb::MTime): how `holds` knows it.
-            var times = [timespec(tv_sec: time_t(mtime), tv_nsec: 0), timespec(tv_sec: time_t(mtime), tv_nsec: 0)]
-            futimens(fd, &times)
+            // The photo's mtime it is for (Thumb::MTime): how `holds` knows it in one call.
+            _ = Array(String(mtime).utf8).withUnsafeBytes { fsetxattr(fd, Self.mtimeAttribute, $0.baseAddress, $0.count, 0) }
             close(fd)
             guard written == png.count, rename(temporary, target) == 0 else {
                 unlink(temporary)
@@ -146,10 +250,8 @@ public final class FileManagerThumbnails: Sendable {
         }
         if attempt() { return true }
         if errno == ENOENT, Self.makeDirectories(directory), attempt() { return true }
-        let why = String(cString: strerror(errno))
-        if failedOnce.withLock({ failed in defer { failed = true }; return !failed }) {
-            library.options.log("thumbnails: cannot write into \(directory) (\(why)): file managers will make their own")
-        }
+        sayOnce(.unwritable, "thumbnails: cannot write into \(directory) (\(String(cString: strerror(errno)))): "
+                + "file managers will make their own")
         return false
     }
 

@@ -16,6 +16,8 @@ public struct MountConfiguration: Sendable {
     public var passthrough = true
     /// The freedesktop thumbnail cache listings put thumbnails in (nil: none; FileManagerThumbnails).
     public var thumbnailCache: String?
+    /// How much of it a mount may fill (`-o thumbnail_space=SIZE`).
+    public var thumbnailLimits = FileManagerThumbnails.Limits()
 
     public init(store: StoreLocation, mountPoint: String) {
         self.store = store
@@ -63,7 +65,8 @@ public final class MountSession {
         let fileSystem = Unmanaged.passRetained(
             FileSystem(library: library, timeouts: configuration.timeouts, invalidator: invalidator,
                        channel: channel, thumbnails: configuration.thumbnailCache.map {
-                           FileManagerThumbnails(library: library, mountPoint: resolved(configuration.mountPoint), cache: $0)
+                           FileManagerThumbnails(library: library, mountPoint: resolved(configuration.mountPoint), cache: $0,
+                                                 limits: configuration.thumbnailLimits)
                        }))
         var ops = Operations.table()
         guard let session = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size,

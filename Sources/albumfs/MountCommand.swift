@@ -166,6 +166,7 @@ struct MountCommand {
                     if let value = getenv(name) { found[name] = String(cString: value) }
                 }
                 configuration.thumbnailCache = FileManagerThumbnails.cacheDirectory(environment: environment)
+                if let space = options.thumbnailSpace { configuration.thumbnailLimits.space = space }
             }
             session = try MountSession(library: library, configuration: configuration)
         } catch let error as LibraryError {

@@ -22,6 +22,9 @@ struct MountOptions {
     /// `nothumbnails`: put no thumbnails in the mounting user's thumbnail
     /// cache (SEMANTICS.md § Thumbnails).
     var thumbnails = true
+    /// `thumbnail_space=SIZE`: the most bytes of thumbnails a mount writes
+    /// into that cache (nil: FileManagerThumbnails.Limits' 1 GiB).
+    var thumbnailSpace: Int64?
     /// What goes to libfuse's `-o`.
     var fuseOptions: [String] = []
 
@@ -62,6 +65,11 @@ struct MountOptions {
                     throw CommandFailure(.usage, "cache_size takes a size (bytes, or with K, M, G or T): \(option)")
                 }
                 cacheSize = bytes
+            } else if option.hasPrefix("thumbnail_space=") {
+                guard let bytes = Self.size(option.dropFirst("thumbnail_space=".count)) else {
+                    throw CommandFailure(.usage, "thumbnail_space takes a size (bytes, or with K, M, G or T): \(option)")
+                }
+                thumbnailSpace = bytes
             } else if option == "take_over" {
                 takeOver = true
             } else if option.hasPrefix("lease_time=") {

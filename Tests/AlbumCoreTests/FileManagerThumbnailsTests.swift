@@ -132,6 +132,107 @@ struct FileManagerThumbnailsTests {
         #expect(lines.all.filter { $0.contains("thumbnails: cannot write") }.count == 1, "\(lines.all)")
     }
 
+    /// A store with a log, `count` photos with thumbnails in the roll, and its roll's listing.
+    func photos(_ count: Int, lines: Lines) throws -> (TestStore, [DirectoryEntry]) {
+        var options = LibraryOptions(trashDays: 30, factsReader: LineFactsReader())
+        options.log = { lines.append($0) }
+        let store = try TestStore(options: options)
+        for i in 0..<count {
+            _ = try store.createFile(TestStore.roll, "p\(i).jpg", contents: Array("kind=photo\nthumb=\(i)".utf8))
+        }
+        settled(store)
+        return (store, try store.library.list(TestStore.roll, after: 0, limit: 100))
+    }
+
+    func written(_ cache: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: cache + "/large")) ?? []).filter { !$0.hasPrefix(".") }
+    }
+
+    @Test("a thumbnail file's own mtime is when it was written, not its photo's (GNOME's housekeeping deletes by that age, 180 days)")
+    func mtimeIsWhenWritten() throws {
+        let store = try indexedStore()
+        let cache = cache(of: store)
+        let photo = try store.createFile(TestStore.roll, "old.jpg", contents: Array("kind=photo\nthumb=old".utf8))
+        settled(store)
+        let taken: Int64 = 1_420_070_400  // 2015-01-01
+        _ = try store.library.setAttributes(photo, AttributeChanges(modificationTime: .set(taken * 1_000_000_000)), by: TestStore.owner)
+        FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache)
+            .publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
+        let path = file(cache, "large", "file:///media/u/Photos/Camera%20Roll/old.jpg")
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        #expect(abs(Int64(info.st_mtim.tv_sec) - Int64(time(nil))) < 3600, "mtime \(info.st_mtim.tv_sec)")
+        #expect(text(path)["Thumb::MTime"] == String(taken))
+        // Found as it must be at the next mount: not written again.
+        let first = inode(path)
+        FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache)
+            .publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
+        #expect(inode(path) == first)
+    }
+
+    @Test("a valid thumbnail the file manager made itself (no albumfs attribute) is kept, not written over")
+    func keepsTheFileManagersOwn() throws {
+        let store = try indexedStore()
+        let cache = cache(of: store)
+        _ = try store.createFile(TestStore.roll, "own.jpg", contents: Array("kind=photo\nthumb=own".utf8))
+        settled(store)
+        let entries = try store.library.list(TestStore.roll, after: 0, limit: 100)
+        let uri = "file:///media/u/Photos/Camera%20Roll/own.jpg"
+        let path = file(cache, "large", uri)
+        try FileManager.default.createDirectory(atPath: cache + "/large", withIntermediateDirectories: true)
+        let seconds = entries[0].attributes.modificationTime / 1_000_000_000
+        let own = PNGText.adding(["Thumb::URI": uri, "Thumb::MTime": String(seconds), "Software": "GNOME"], to: PNGText.blank)
+        FileManager.default.createFile(atPath: path, contents: Data(own))
+        FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache).publish(TestStore.roll, entries)
+        #expect(text(path)["Software"] == "GNOME")
+    }
+
+    @Test("a mount writes at most `space` bytes of thumbnails (whole blocks each), then none, said once")
+    func spaceBound() throws {
+        let lines = Lines()
+        let (store, entries) = try photos(3, lines: lines)
+        let cache = cache(of: store)
+        var limits = FileManagerThumbnails.Limits()
+        limits.space = 2 * 4096
+        let thumbnails = FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache, limits: limits)
+        thumbnails.publish(TestStore.roll, entries)
+        thumbnails.publish(TestStore.roll, entries)
+        #expect(written(cache).count == 2)
+        #expect(lines.all.filter { $0.contains("thumbnail_space") }.count == 1, "\(lines.all)")
+    }
+
+    @Test("none is written while the cache's file system has less than a tenth of its blocks or of its inodes free")
+    func freeFloor() throws {
+        for free in [(blocks: 0.05, inodes: 0.5), (blocks: 0.5, inodes: 0.09)] {
+            let lines = Lines()
+            let (store, entries) = try photos(2, lines: lines)
+            let cache = cache(of: store)
+            var limits = FileManagerThumbnails.Limits()
+            limits.free = { _ in free }
+            let thumbnails = FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache, limits: limits)
+            thumbnails.publish(TestStore.roll, entries)
+            thumbnails.publish(TestStore.roll, entries)
+            #expect(written(cache).isEmpty)
+            #expect(lines.all.filter { $0.contains("is free: no more are written") }.count == 1, "\(lines.all)")
+        }
+    }
+
+    @Test("at most `remembered` thumbnails are remembered; the others are found on disk again, not written again")
+    func rememberedBound() throws {
+        let (store, entries) = try photos(5, lines: Lines())
+        let cache = cache(of: store)
+        var limits = FileManagerThumbnails.Limits()
+        limits.remembered = 2
+        let thumbnails = FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache, limits: limits)
+        thumbnails.publish(TestStore.roll, entries)
+        #expect(thumbnails.rememberedCount <= 2)
+        let inodes = written(cache).sorted().map { inode(cache + "/large/" + $0) }
+        #expect(inodes.count == 5)
+        thumbnails.publish(TestStore.roll, entries)
+        #expect(written(cache).sorted().map { inode(cache + "/large/" + $0) } == inodes)
+        #expect(thumbnails.rememberedCount <= 2)
+    }
+
     @Test("the failed marker is a PNG: signature, IHDR 1 × 1, the text after it, IDAT and IEND with right CRCs")
     func blank() {
         let png = PNGText.adding(["Thumb::URI": "file:///x"], to: PNGText.blank)

@@ -120,6 +120,33 @@ def test_nothumbnails_writes_none(mount_factory, tmp_path):
     assert not (m.thumbnail_home / "thumbnails").exists()
 
 
+def test_thumbnail_space_bounds_what_a_mount_writes(mount_factory, tmp_path):
+    """SEMANTICS.md § Thumbnails, Bounded: -o thumbnail_space=SIZE is the most a mount writes
+    into the cache, each file in whole 4 KiB blocks; past it a listing writes no more, the log
+    says so once, and what was written is the photos' own. Each thumbnail file's mtime is when
+    it was written (GNOME's housekeeping ages them by it), not its photo's."""
+    m = mount_factory("bounded", start=False)
+    m.start(["thumbnail_space=8K"])
+    data = photo(tmp_path / "p.jpg", size="800x600")
+    for i in range(4):
+        (m.roll / f"p{i}.jpg").write_bytes(variant(data, i))
+    os.utime(m.roll / "p0.jpg", (1_420_070_400, 1_420_070_400))   # taken in 2015
+    index_wait(m.mp)
+    os.listdir(m.roll)
+    large = m.thumbnail_home / "thumbnails" / "large"
+    written = sorted(large.iterdir())
+    sizes = [(p.stat().st_size + 4095) // 4096 for p in written]
+    assert 1 <= len(written) < 4 and sum(sizes) <= 2, (written, sizes)
+    assert all(written_by(p) == "albumfs" and abs(p.stat().st_mtime - time.time()) < 3600 for p in written)
+    log = (m.base / "albumfs.log").read_text()
+    assert log.count("has written its 8 KiB of thumbnails (-o thumbnail_space=SIZE)") == 1, log
+    m.unmount()
+    # A size it cannot read is a usage error, naming the option.
+    done = subprocess.run([ALBUMFS, "mount", "--store", m.store, m.mp, "-o", "thumbnail_space=lots"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0 and "thumbnail_space" in done.stderr, done
+
+
 # --- Nautilus --------------------------------------------------------------------------------------
 
 NAUTILUS_TOOLS = ["nautilus", "Xvfb", "xdpyinfo", "import", "dbus-run-session"]
