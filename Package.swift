@@ -84,7 +84,7 @@ let package = Package(
         // The command-line entry point: one type per subcommand.
         .executableTarget(name: "albumfs", dependencies: ["AlbumCore", "AlbumFUSE", "AlbumMedia", "ObjectStore", "CSystemd"]),
         .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit"]),
-        .testTarget(name: "AlbumCoreTests", dependencies: ["AlbumCore", "SQLiteKit", "ObjectStore"]),
+        .testTarget(name: "AlbumCoreTests", dependencies: ["AlbumCore", "SQLiteKit", "ObjectStore", "Zstd"]),
         .testTarget(name: "AlbumMediaTests", dependencies: ["AlbumMedia"]),
         .testTarget(name: "ObjectStoreTests", dependencies: ["ObjectStore", "Digests"]),
     ]

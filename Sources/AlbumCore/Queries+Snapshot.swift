@@ -11,43 +11,91 @@ extension Database {
     /// (a thumbnail is a few KiB a photo: most of a large library's database).
     static let tablesNotSnapshotted: Set<String> = ["thumbnails"]
 
-    /// Copies the database at `livePath` into a new database at `target`:
-    /// every table (but `tablesNotSnapshotted`'s rows), index and sequence,
-    /// and the schema version, read in one transaction on a connection of
-    /// its own (a consistent state; the live connection never waits for it).
-    /// `copying` runs inside the transaction, once the schema is read (a pause point).
-    static func writeSnapshot(of livePath: String, to target: String, copying: () throws -> Void = {}) throws {
-        let copy = try Database(path: target, mode: .readWriteCreate)
-        copy.setBusyTimeout(milliseconds: 10_000)
-        try copy.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF")
-        try copy.statement("ATTACH DATABASE ?1 AS live").bind(.text(livePath)).run()
-        defer { try? copy.execute("DETACH DATABASE live") }
-        // DEFERRED, never IMMEDIATE (Database.transaction): an immediate
-        // transaction takes the write lock of every attached database, the
-        // live one too, and the library's writers would wait for the copy.
-        try copy.execute("BEGIN DEFERRED")
-        do {
-            let schema = try copy.statement("""
-                SELECT type, name, sql FROM live.sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'
-                ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END, rowid
-                """).all { ($0.text(0), $0.text(1), $0.text(2)) }
-            try copying()
-            for (type, name, sql) in schema {
-                try copy.execute(sql)
-                if type == "table" && !tablesNotSnapshotted.contains(name) {
-                    let quoted = "\"\(name)\""   // (our own tables: plain identifiers)
-                    try copy.execute("INSERT INTO main.\(quoted) SELECT * FROM live.\(quoted)")
-                }
-            }
-            if try copy.statement("SELECT 1 FROM live.sqlite_schema WHERE name = 'sqlite_sequence'").first({ _ in true }) != nil {
-                try copy.execute("DELETE FROM main.sqlite_sequence; INSERT INTO main.sqlite_sequence SELECT * FROM live.sqlite_sequence")
-            }
-            try copy.execute("PRAGMA main.user_version = \(try copy.scalarInt("PRAGMA live.user_version"))")
-            try copy.execute("COMMIT")
-        } catch {
-            try? copy.execute("ROLLBACK")
-            throw error
+    /// Writes the database at `livePath` into `encoder` (SnapshotFormat):
+    /// every table's and index's SQL, every table's rows (but
+    /// `tablesNotSnapshotted`'s) and the sequences, and the schema version,
+    /// read in one transaction on a connection of its own (a consistent
+    /// state; the live connection never waits for it). `copying` runs inside
+    /// the transaction, once the schema is read (a pause point).
+    static func writeSnapshot(of livePath: String, into encoder: inout SnapshotEncoder, copying: () throws -> Void = {}) throws {
+        let live = try Database(path: livePath, mode: .readWrite)
+        live.setBusyTimeout(milliseconds: 10_000)
+        // DEFERRED: a read transaction, begun by its first read; writers go on.
+        try live.execute("BEGIN DEFERRED")
+        defer { try? live.execute("ROLLBACK") }
+        let schema = try live.statement("""
+            SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'
+            ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END, rowid
+            """).all { ($0.text(0), $0.text(1), $0.text(2)) }
+        try copying()
+        for (type, name, sql) in schema {
+            try encoder.record(.schema)
+            encoder.string(type.utf8)
+            encoder.string(name.utf8)
+            encoder.string(sql.utf8)
         }
+        var tables = schema.filter { $0.0 == "table" && !tablesNotSnapshotted.contains($0.1) }.map(\.1)
+        if try live.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name = 'sqlite_sequence'") == 1 {
+            tables.append("sqlite_sequence")
+        }
+        for name in tables {
+            let rows = try live.statement("SELECT * FROM \"\(name)\"")   // (our own tables: plain identifiers)
+            defer { rows.reset() }
+            try encoder.record(.table)
+            encoder.string(name.utf8)
+            encoder.unsigned(UInt64(rows.columnCount))
+            while try rows.step() {
+                try encoder.record(.row)
+                for column in 0..<rows.columnCount { encoder.value(rows.value(column)) }
+            }
+            try encoder.record(.tableEnd)
+        }
+        try encoder.record(.userVersion)
+        encoder.int64(try live.scalarInt("PRAGMA user_version"))
+        try encoder.finish()
+    }
+
+    /// Builds a new database at `target` from a snapshot's rows: the tables,
+    /// their rows, then the indexes (built once, over all of them), the
+    /// sequences and the schema version, in one transaction.
+    static func rebuild(from decoder: inout SnapshotDecoder, into target: String) throws {
+        let copy = try Database(path: target, mode: .readWriteCreate)
+        try copy.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN")
+        var indexes: [String] = []
+        var done = false
+        while !done {
+            switch try decoder.record() {
+            case .schema:
+                let type = try decoder.text(), _ = try decoder.text(), sql = try decoder.text()
+                if type == "table" { try copy.execute(sql) } else { indexes.append(sql) }
+            case .table:
+                let name = try decoder.text()
+                let columns = Int32(try decoder.unsigned())
+                guard columns > 0, columns < 1000, !name.contains("\"") else {
+                    throw SnapshotFormat.Corrupt(description: "a table \(name) of \(columns) columns")
+                }
+                if name == "sqlite_sequence" { try copy.execute("DELETE FROM sqlite_sequence") }
+                let insert = try copy.statement("INSERT INTO \"\(name)\" VALUES (\(Array(repeating: "?", count: Int(columns)).joined(separator: ",")))")
+                rows: while true {
+                    switch try decoder.record() {
+                    case .row:
+                        for column in 1...columns { try insert.bind(try decoder.value(), at: column) }
+                        _ = try insert.step()
+                        insert.reset()
+                    case .tableEnd: break rows
+                    default: throw SnapshotFormat.Corrupt(description: "a record out of place in \(name)")
+                    }
+                }
+            case .userVersion:
+                try copy.execute("PRAGMA user_version = \(try decoder.int64())")
+            case .end:
+                done = true
+            case .row, .tableEnd:
+                throw SnapshotFormat.Corrupt(description: "a row outside a table")
+            }
+        }
+        for sql in indexes { try copy.execute(sql) }
+        try copy.execute("COMMIT")
     }
 
     /// Whether the last mount ended with every change in a snapshot; cleared

@@ -11,6 +11,28 @@ public struct ObjectInfo: Sendable, Equatable {
     public let etag: String
     /// `x-amz-meta-*` (HEAD only), names in lower case without the prefix.
     public var metadata: [String: String] = [:]
+    /// When it was last written, in seconds since 1970 by the store's clock (listings only; nil: not said).
+    public var lastModified: Int64?
+
+    /// `2026-12-05T01:20:00.000Z` (a listing's `LastModified`, ISO 8601 in UTC) in seconds since 1970.
+    static func seconds(iso8601 text: String) -> Int64? {
+        let digits = Array(text.utf8)
+        guard digits.count >= 20, digits[4] == 0x2D, digits[7] == 0x2D, digits[10] == 0x54, digits.last == 0x5A else { return nil }
+        func number(_ range: Range<Int>) -> Int32? {
+            guard digits[range].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            return digits[range].reduce(Int32(0)) { $0 * 10 + Int32($1 - 0x30) }
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19) else { return nil }
+        var parts = tm()
+        parts.tm_year = year - 1900
+        parts.tm_mon = month - 1
+        parts.tm_mday = day
+        parts.tm_hour = hour
+        parts.tm_min = minute
+        parts.tm_sec = second
+        return Int64(timegm(&parts))
+    }
 }
 
 /// The S3 requests albumfs makes, signed with SigV4, over one kept-alive
@@ -141,7 +163,8 @@ public final class S3Client {
                     throw .corrupt("a listing entry without a key under the prefix or a size")
                 }
                 found.append(ObjectInfo(key: String(key.dropFirst(location.prefix.count)), size: size,
-                                        etag: Self.unquote(XMLFields.value("ETag", in: entry) ?? "")))
+                                        etag: Self.unquote(XMLFields.value("ETag", in: entry) ?? ""),
+                                        lastModified: XMLFields.value("LastModified", in: entry).flatMap(ObjectInfo.seconds(iso8601:))))
             }
             token = XMLFields.value("IsTruncated", in: xml) == "true" ? XMLFields.value("NextContinuationToken", in: xml) : nil
         } while token != nil

@@ -185,8 +185,8 @@ public final class S3ObjectBackend: @unchecked Sendable {
         }
     }
 
-    public func list(_ prefix: String) throws -> [(key: String, size: Int64)] {
-        try client.run { (s3) throws(ObjectStoreError) in try s3.list(prefix).map { ($0.key, $0.size) } }
+    public func list(_ prefix: String) throws -> [(key: String, size: Int64, modified: Int64?)] {
+        try client.run { (s3) throws(ObjectStoreError) in try s3.list(prefix).map { ($0.key, $0.size, $0.lastModified) } }
     }
 
     public func remove(_ key: String) throws {

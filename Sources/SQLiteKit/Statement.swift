@@ -38,15 +38,52 @@ public final class Statement {
             case .double(let v): rc = sqlite3_bind_double(handle, index, v)
             case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, albumfs_sqlite_transient())
             case .blob(let bytes):
-                rc = bytes.withUnsafeBytes { raw in
-                    // A zero-length blob must still bind as a blob, not NULL.
-                    sqlite3_bind_blob(handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
-                                      Int32(bytes.count), albumfs_sqlite_transient())
-                }
+                rc = bytes.withUnsafeBytes { raw in bindBytes(raw, at: index, asText: false) }
             }
-            if rc != SQLITE_OK { throw SQLiteError(code: rc, message: database.lastErrorMessage, sql: sql) }
+            try check(rc)
         }
         return self
+    }
+
+    /// Binds ?`index` (from 1) to a value read with `value(_:)`, text and blob as their raw bytes.
+    public func bind(_ value: ColumnValue, at index: Int32) throws {
+        switch value {
+        case .null: try check(sqlite3_bind_null(handle, index))
+        case .integer(let v): try check(sqlite3_bind_int64(handle, index, v))
+        case .real(let v): try check(sqlite3_bind_double(handle, index, v))
+        case .text(let bytes), .blob(let bytes):
+            let isText = if case .text = value { true } else { false }
+            try check(bytes.withUnsafeBytes { bindBytes($0, at: index, asText: isText) })
+        }
+    }
+
+    private func bindBytes(_ raw: UnsafeRawBufferPointer, at index: Int32, asText: Bool) -> Int32 {
+        // A zero-length blob must still bind as a blob, not NULL.
+        let base = raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
+        return asText
+            ? sqlite3_bind_text(handle, index, base.assumingMemoryBound(to: CChar.self), Int32(raw.count), albumfs_sqlite_transient())
+            : sqlite3_bind_blob(handle, index, base, Int32(raw.count), albumfs_sqlite_transient())
+    }
+
+    private func check(_ rc: Int32) throws {
+        if rc != SQLITE_OK { throw SQLiteError(code: rc, message: database.lastErrorMessage, sql: sql) }
+    }
+
+    /// Columns of its rows.
+    public var columnCount: Int32 { sqlite3_column_count(handle) }
+
+    /// The value of `column` in the current row as it is stored (text as its bytes).
+    public func value(_ column: Int32) -> ColumnValue {
+        switch sqlite3_column_type(handle, column) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, column))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, column))
+        case SQLITE_TEXT:
+            let text = sqlite3_column_text(handle, column)
+            let count = Int(sqlite3_column_bytes(handle, column))
+            return .text(text.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? [])
+        case SQLITE_BLOB: return .blob(blob(column))
+        default: return .null
+        }
     }
 
     /// Advances to the next row; false when done.
@@ -108,6 +145,15 @@ public final class Statement {
         guard let text = sqlite3_column_text(handle, column) else { return "" }
         return String(cString: text)
     }
+}
+
+/// A column's value as SQLite stores it (`Statement.value`), text as its bytes: copied exactly.
+public enum ColumnValue: Equatable, Sendable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text([UInt8])
+    case blob([UInt8])
 }
 
 /// A value to bind.

@@ -16,29 +16,57 @@ public struct ZstdError: Error, CustomStringConvertible, Sendable {
 public enum Zstd {
     /// Compresses all of `source` into `destination` at `level` (3: zstd's default).
     public static func compress(_ source: Int32, into destination: Int32, level: Int32 = 3) throws {
-        guard let stream = ZSTD_createCCtx() else { throw ZstdError("zstd: out of memory") }
-        defer { ZSTD_freeCCtx(stream) }
-        try check(ZSTD_CCtx_setParameter(stream, ZSTD_c_compressionLevel, level))
-        try check(ZSTD_CCtx_setParameter(stream, ZSTD_c_checksumFlag, 1))
+        let writer = try Writer(destination, level: level)
         var input = [UInt8](repeating: 0, count: ZSTD_CStreamInSize())
-        var output = [UInt8](repeating: 0, count: ZSTD_CStreamOutSize())
         while true {
             let got = try readSome(source, into: &input)
-            let mode = got == 0 ? ZSTD_e_end : ZSTD_e_continue
-            var finished = false
-            try input.withUnsafeBytes { (inBytes) throws in
-                var inBuffer = ZSTD_inBuffer(src: inBytes.baseAddress, size: got, pos: 0)
-                repeat {
-                    let (remaining, produced) = try output.withUnsafeMutableBytes { (outBytes) throws -> (Int, Int) in
-                        var outBuffer = ZSTD_outBuffer(dst: outBytes.baseAddress, size: outBytes.count, pos: 0)
-                        let remaining = try check(ZSTD_compressStream2(stream, &outBuffer, &inBuffer, mode))
-                        return (remaining, outBuffer.pos)
-                    }
-                    try writeAll(destination, output, count: produced)
-                    finished = mode == ZSTD_e_end && remaining == 0
-                } while mode == ZSTD_e_end ? !finished : inBuffer.pos < inBuffer.size
+            if got == 0 { break }
+            try input.withUnsafeBytes { try writer.write(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
+        }
+        try writer.finish()
+    }
+
+    /// A zstd stream written piece by piece into a descriptor (from its
+    /// current offset): what is given to `write` is compressed as it comes,
+    /// and `finish` ends the frame (with its checksum). Nothing is kept whole.
+    public final class Writer {
+        private let stream: OpaquePointer
+        private let destination: Int32
+        private var output: [UInt8]
+
+        public init(_ destination: Int32, level: Int32 = 3) throws {
+            guard let stream = ZSTD_createCCtx() else { throw ZstdError("zstd: out of memory") }
+            self.stream = stream
+            self.destination = destination
+            output = [UInt8](repeating: 0, count: ZSTD_CStreamOutSize())
+            try check(ZSTD_CCtx_setParameter(stream, ZSTD_c_compressionLevel, level))
+            try check(ZSTD_CCtx_setParameter(stream, ZSTD_c_checksumFlag, 1))
+        }
+
+        deinit { ZSTD_freeCCtx(stream) }
+
+        public func write(_ bytes: UnsafeRawBufferPointer) throws {
+            var input = ZSTD_inBuffer(src: bytes.baseAddress, size: bytes.count, pos: 0)
+            while input.pos < input.size {
+                _ = try step(&input, ZSTD_e_continue)
             }
-            if finished { return }
+        }
+
+        /// Ends the stream: everything given is in the descriptor.
+        public func finish() throws {
+            var input = ZSTD_inBuffer(src: nil, size: 0, pos: 0)
+            while try step(&input, ZSTD_e_end) != 0 {}
+        }
+
+        /// One call of the compressor, its output written; what it has left to flush.
+        private func step(_ input: inout ZSTD_inBuffer, _ mode: ZSTD_EndDirective) throws -> Int {
+            let (remaining, produced) = try output.withUnsafeMutableBytes { (outBytes) throws -> (Int, Int) in
+                var outBuffer = ZSTD_outBuffer(dst: outBytes.baseAddress, size: outBytes.count, pos: 0)
+                let remaining = try check(ZSTD_compressStream2(stream, &outBuffer, &input, mode))
+                return (remaining, outBuffer.pos)
+            }
+            try writeAll(destination, output, count: produced)
+            return remaining
         }
     }
 
@@ -72,7 +100,7 @@ public enum Zstd {
     }
 
     @discardableResult
-    private static func check(_ code: Int) throws -> Int {
+    fileprivate static func check(_ code: Int) throws -> Int {
         if ZSTD_isError(code) != 0 { throw ZstdError("zstd: \(String(cString: ZSTD_getErrorName(code)))") }
         return code
     }
@@ -85,7 +113,7 @@ public enum Zstd {
         }
     }
 
-    private static func writeAll(_ descriptor: Int32, _ buffer: [UInt8], count: Int) throws {
+    fileprivate static func writeAll(_ descriptor: Int32, _ buffer: [UInt8], count: Int) throws {
         var done = 0
         while done < count {
             let wrote = buffer.withUnsafeBytes { write(descriptor, $0.baseAddress! + done, count - done) }

@@ -124,7 +124,7 @@ struct FileManagerThumbnailsTests {
         _ = try store.createFile(TestStore.roll, "b.jpg", contents: Array("kind=photo\nthumb=b".utf8))
         settled(store)
         let blocker = NSTemporaryDirectory() + "albumfs-thumbblock-\(getpid())"
-        FileManager.default.createFile(atPath: blocker, contents: Data())
+        _ = FileManager.default.createFile(atPath: blocker, contents: Data())
         defer { unlink(blocker) }
         let thumbnails = FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: blocker + "/thumbnails")
         thumbnails.publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
@@ -182,7 +182,7 @@ struct FileManagerThumbnailsTests {
         try FileManager.default.createDirectory(atPath: cache + "/large", withIntermediateDirectories: true)
         let seconds = entries[0].attributes.modificationTime / 1_000_000_000
         let own = PNGText.adding(["Thumb::URI": uri, "Thumb::MTime": String(seconds), "Software": "GNOME"], to: PNGText.blank)
-        FileManager.default.createFile(atPath: path, contents: Data(own))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(own))
         FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache).publish(TestStore.roll, entries)
         #expect(text(path)["Software"] == "GNOME")
     }

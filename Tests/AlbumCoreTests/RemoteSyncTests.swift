@@ -365,7 +365,7 @@ extension ForwardingBackend {
     func put(_ key: String, bytes: [UInt8]) throws { try inner.put(key, bytes: bytes) }
     func get(_ key: String, into descriptor: Int32) throws -> Int64 { try inner.get(key, into: descriptor) }
     func get(_ key: String) throws -> [UInt8]? { try inner.get(key) }
-    func list(_ prefix: String) throws -> [(key: String, size: Int64)] { try inner.list(prefix) }
+    func list(_ prefix: String) throws -> [ListedObject] { try inner.list(prefix) }
     func remove(_ key: String) throws { try inner.remove(key) }
 }
 
@@ -419,7 +419,7 @@ private final class RefusingStore: ObjectBackend, @unchecked Sendable {
     func put(_ key: String, bytes: [UInt8]) throws { throw ObjectStoreError.unreachable("refused by the test") }
     func get(_ key: String, into descriptor: Int32) throws -> Int64 { throw ObjectStoreError.unreachable("refused by the test") }
     func get(_ key: String) throws -> [UInt8]? { throw ObjectStoreError.unreachable("refused by the test") }
-    func list(_ prefix: String) throws -> [(key: String, size: Int64)] { throw ObjectStoreError.unreachable("refused by the test") }
+    func list(_ prefix: String) throws -> [ListedObject] { throw ObjectStoreError.unreachable("refused by the test") }
     func remove(_ key: String) throws { throw ObjectStoreError.unreachable("refused by the test") }
 }
 

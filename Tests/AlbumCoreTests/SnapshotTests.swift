@@ -5,6 +5,9 @@ import Foundation
 import Testing
 @testable import AlbumCore
 import ObjectStore
+import Digests
+import Zstd
+import SQLiteKit
 import Synchronization
 
 @Suite("Surviving the machine: snapshots, companions (SEMANTICS.md § Surviving the machine)")
@@ -44,6 +47,55 @@ struct SnapshotRulesTests {
         #expect(Companion(decoding: companion.encoded()) == companion)
         #expect(Companion(decoding: Array("not a companion\n".utf8)) == nil)
         #expect(Companion(decoding: Array(companion.encoded().dropLast(30))) == nil)
+    }
+
+    /// A scratch file, unlinked: its descriptor.
+    static func scratch() throws -> Int32 {
+        var template = Array((NSTemporaryDirectory() + "/albumfs-rows-XXXXXX").utf8CString)
+        let fd = mkstemp(&template)
+        try #require(fd >= 0)
+        unlink(String(cString: template))
+        return fd
+    }
+
+    @Test("a snapshot's rows read back exactly: every kind of value, text that is not UTF-8, empty and 3 MiB blobs across the buffers; cut short is an error")
+    func rowsRoundTrip() throws {
+        let fd = try Self.scratch()
+        defer { close(fd) }
+        let big = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) }
+        let values: [ColumnValue] = [.null, .integer(.min), .integer(.max), .integer(0), .real(-0.5), .real(.infinity),
+                                     .text([0x66, 0xff, 0x00, 0x41]), .text([]), .blob([]), .blob(big), .integer(-1)]
+        var encoder = try SnapshotEncoder { bytes in _ = write(fd, bytes.baseAddress, bytes.count) }
+        try encoder.record(.table)
+        encoder.string("t".utf8)
+        encoder.unsigned(UInt64(values.count))
+        for _ in 0..<3 {
+            try encoder.record(.row)
+            for value in values { encoder.value(value) }
+        }
+        try encoder.record(.tableEnd)
+        try encoder.finish()
+        let length = lseek(fd, 0, SEEK_END)
+        lseek(fd, 0, SEEK_SET)
+        var decoder = try #require(try SnapshotDecoder(fd))
+        #expect(try decoder.record() == .table && decoder.text() == "t" && decoder.unsigned() == UInt64(values.count))
+        for _ in 0..<3 {
+            #expect(try decoder.record() == .row)
+            #expect(try values.map { _ in try decoder.value() } == values)
+        }
+        #expect(try decoder.record() == .tableEnd && decoder.record() == .end)
+        // Cut short: an error, never a short table.
+        ftruncate(fd, length - 100)
+        lseek(fd, 0, SEEK_SET)
+        var cut = try #require(try SnapshotDecoder(fd))
+        #expect(throws: SnapshotFormat.Corrupt.self) {
+            while try cut.record() != .end { _ = try cut.text(); _ = try cut.unsigned()
+                while try cut.record() == .row { for _ in values { _ = try cut.value() } } }
+        }
+        // Not the format at all (a database file, as older versions wrote): not read as one.
+        lseek(fd, 0, SEEK_SET)
+        _ = Array("SQLite format 3\0".utf8).withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        #expect(try SnapshotDecoder(fd) == nil)
     }
 }
 
@@ -178,6 +230,47 @@ struct RecoveryTests {
         s.library.stopRemoteSync()
     }
 
+    @Test("a snapshot is the database's rows (SnapshotFormat); one an older version wrote, a copy of the database file, still recovers")
+    func olderSnapshotFormat() throws {
+        let f = try RemoteFixture(snapshotSettle: 3600)
+        let s = f.store
+        let album = try s.makeAlbum("Trips")
+        let id = try s.createFile(TestStore.roll, "IMG_1.JPG", contents: Array("one".utf8))
+        _ = try s.library.link(id, into: album, named: name("one.jpg"))
+        try f.start()
+        eventually("a snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        s.library.stopRemoteSync()
+        let listed = try f.bucket.list("snapshots/").map(\.key)
+        let key = try #require(listed.first)
+        // The new snapshot's first bytes, once decompressed: the format's magic.
+        let packed = try SnapshotRulesTests.scratch(), plain = try SnapshotRulesTests.scratch()
+        defer { close(packed); close(plain) }
+        let whole = try f.bucket.get(key)
+        _ = whole.withUnsafeBytes { write(packed, $0.baseAddress, $0.count) }
+        lseek(packed, 0, SEEK_SET)
+        try Zstd.decompress(packed, into: plain)
+        lseek(plain, 0, SEEK_SET)
+        #expect(try SnapshotDecoder(plain) != nil)
+        let expected = try Self.listing(s.library)
+
+        // What an older version put there: the database file (VACUUM INTO), compressed, under a later key.
+        let copy = s.directory + "/old-format.db"
+        try Database(path: s.location.databasePath, mode: .readWrite).execute("VACUUM INTO '\(copy)'")
+        let source = open(copy, O_RDONLY), old = try SnapshotRulesTests.scratch()
+        defer { close(source); close(old) }
+        try Zstd.compress(source, into: old)
+        let length = lseek(old, 0, SEEK_END)
+        lseek(old, 0, SEEK_SET)
+        var oldBytes = [UInt8](repeating: 0, count: Int(length))
+        _ = oldBytes.withUnsafeMutableBytes { read(old, $0.baseAddress, $0.count) }
+        let later = (try #require(Snapshots.time(of: key)) + 1) * 1_000_000_000   // (time(of:) is in seconds)
+        try f.bucket.put(Snapshots.key(at: Nanoseconds(later)), bytes: oldBytes)
+        let (recovered, report) = try Library.recover(from: try f.backend(), remote: f.remote, at: nil,
+                                                      into: StoreLocation(path: s.directory + "/recovered"), owner: TestStore.owner)
+        #expect(report.snapshot == Snapshots.key(at: Nanoseconds(later)) && report.skipped.isEmpty)
+        #expect(try Self.listing(recovered) == expected)
+    }
+
     @Test("a damaged or cut newest snapshot is skipped, named, for the one before it")
     func damagedSnapshotSkipped() throws {
         let f = try RemoteFixture(snapshotSettle: 3600)
@@ -198,6 +291,40 @@ struct RecoveryTests {
                                                       into: StoreLocation(path: s.directory + "/recovered"), owner: TestStore.owner)
         #expect(report.skipped == [keys[1]] && report.snapshot == keys[0])
         #expect(try Self.listing(recovered) == older)
+    }
+
+    @Test("recover fetches no companion written more than an hour before its snapshot (one GET each: 11 hours for 1,000,000 uploads)")
+    func oldCompanionsNotFetched() throws {
+        let f = try RemoteFixture(snapshotSettle: 3600)
+        let s = f.store
+        let album = try s.makeAlbum("Trips")
+        for i in 0..<3 {
+            let id = try s.createFile(TestStore.roll, "IMG_\(i).JPG", contents: bytes("photo \(i)"))
+            _ = try s.library.link(id, into: album, named: name("\(i).jpg"))
+        }
+        try f.start()
+        try f.synced()
+        eventually("a snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        s.library.stopRemoteSync()
+        let before = try Self.listing(s.library)
+        #expect(try f.bucket.list("assets/").count == 3)
+
+        // Recovered from that snapshot: its companions were written within the hour before it, and are read.
+        let near = CountingGets(try f.backend())
+        let (first, _) = try Library.recover(from: near, remote: f.remote, at: nil,
+                                             into: StoreLocation(path: s.directory + "/near"), owner: TestStore.owner)
+        #expect(near.companionGets == 3)
+        #expect(try Self.listing(first) == before)
+        // The same snapshot as if taken two hours after the uploads: none is read, and nothing is missing.
+        let key = try #require(try f.bucket.list("snapshots/").map(\.key).max())
+        let later = (try #require(Snapshots.time(of: key)) + 7200) * 1_000_000_000
+        try f.bucket.put(Snapshots.key(at: Nanoseconds(later)), bytes: try f.bucket.get(key))
+        let far = CountingGets(try f.backend())
+        let (second, report) = try Library.recover(from: far, remote: f.remote, at: nil,
+                                                   into: StoreLocation(path: s.directory + "/far"), owner: TestStore.owner)
+        #expect(report.snapshot == Snapshots.key(at: Nanoseconds(later)))
+        #expect(far.companionGets == 0)
+        #expect(try Self.listing(second) == before)
     }
 
     @Test("uploads after the last snapshot come back from their companions, in their albums; purged ones do not")
@@ -230,4 +357,27 @@ struct RecoveryTests {
         #expect(report.fromCompanions == 3)
         #expect(try Self.listing(recovered) == before)
     }
+}
+
+/// The bucket, counting the companions fetched.
+final class CountingGets: ForwardingBackend, @unchecked Sendable {
+    let inner: S3ObjectBackend
+    private let gets = Mutex(0)
+    var companionGets: Int { gets.withLock { $0 } }
+
+    init(_ inner: S3ObjectBackend) { self.inner = inner }
+
+    func get(_ key: String) throws -> [UInt8]? {
+        if key.hasPrefix(Companion.prefix) { gets.withLock { $0 += 1 } }
+        return try inner.get(key)
+    }
+    func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String {
+        try inner.store(descriptor, length: length, sha256: sha256)
+    }
+    func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
+    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
+        try inner.fetch(sha256: sha256, range: range, into: descriptor, hashingInto: hasher)
+    }
+    func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
+    func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
 }

@@ -39,6 +39,8 @@ struct LiveS3Tests {
         #expect(try s3.get("a/IMG 1.jpg") == data)
         #expect(try s3.get("a/IMG 1.jpg", range: 10..<20) == Array(data[10..<20]))
         #expect(try s3.list().map(\.key) == ["a/IMG 1.jpg"])
+        // Written just now, by the store's clock (loopback: the same as this one, within a minute).
+        #expect(try s3.list().allSatisfy { abs(($0.lastModified ?? 0) - Int64(time(nil))) < 60 })
         try s3.delete("a/IMG 1.jpg")
         #expect(try s3.head("a/IMG 1.jpg") == nil)
         #expect(throws: ObjectStoreError.notFound("get a/IMG 1.jpg")) { try s3.get("a/IMG 1.jpg") }

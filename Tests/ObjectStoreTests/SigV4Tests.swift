@@ -36,6 +36,14 @@ struct SigV4Tests {
 
 @Suite("Object store: what it answers, read")
 struct ObjectStoreParsingTests {
+    @Test("a listing's LastModified (ISO 8601, UTC) in seconds since 1970; anything else is not a time")
+    func lastModified() {
+        #expect(ObjectInfo.seconds(iso8601: "2026-12-05T01:20:00.000Z") == 1_796_433_600)
+        #expect(ObjectInfo.seconds(iso8601: "1999-01-31T23:59:59Z") == 917_827_199)
+        #expect(ObjectInfo.seconds(iso8601: "2026-12-05 01:20:00") == nil)
+        #expect(ObjectInfo.seconds(iso8601: "2026-1x-05T01:20:00.000Z") == nil)
+    }
+
     @Test("a listing's keys, sizes and ETags, entities unescaped")
     func listing() {
         let xml: Substring = """

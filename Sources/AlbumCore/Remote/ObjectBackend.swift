@@ -14,6 +14,10 @@ public struct RemoteConfiguration: Sendable, Equatable {
     }
 }
 
+/// An object a listing names: its key, size, and when it was last written in
+/// seconds since 1970 by the bucket's clock (nil: the store does not say).
+public typealias ListedObject = (key: String, size: Int64, modified: Int64?)
+
 /// The bucket as the library uses it: objects named by the SHA-256 of their
 /// content. The daemon's is S3 (albumfs' S3ObjectBackend); AlbumCore knows
 /// nothing of HTTP, and checks every byte that comes back itself.
@@ -52,7 +56,7 @@ public protocol ObjectBackend: Sendable {
     /// The object `key`'s bytes (a small one); nil: there is none.
     func get(_ key: String) throws -> [UInt8]?
     /// The objects whose keys start with `prefix`, in key order.
-    func list(_ prefix: String) throws -> [(key: String, size: Int64)]
+    func list(_ prefix: String) throws -> [ListedObject]
     /// Removes the object `key` (none there: fine).
     func remove(_ key: String) throws
 }

@@ -75,22 +75,29 @@ public enum Snapshots {
     }
 
     /// Takes a snapshot of the store at `location` and stores it in the
-    /// bucket as `key(at: time)` (nanoseconds): a consistent copy (every table but the
-    /// thumbnails), compressed, one PUT; the scratch files (in the store's
-    /// directory) are removed after, and any a crash left are overwritten.
+    /// bucket as `key(at: time)` (nanoseconds): the database's rows read in
+    /// one transaction (every table but the thumbnails; SnapshotFormat),
+    /// compressed as they are read into a scratch file in the store's
+    /// directory (removed after; one a crash left is overwritten), one PUT.
     /// Returns the key and the compressed size.
     /// `copying`: run inside the copy's read transaction (a pause point).
     static func take(of location: StoreLocation, at time: Nanoseconds, into backend: any ObjectBackend,
                      copying: () throws -> Void = {}) throws -> (key: String, bytes: Int64) {
-        let copyPath = location.root + "/snapshot.db", packedPath = location.root + "/snapshot.db.zst"
-        defer { _ = unlink(copyPath); _ = unlink(packedPath) }
-        _ = unlink(copyPath)
-        try Database.writeSnapshot(of: location.databasePath, to: copyPath, copying: copying)
-        let packed = try compress(copyPath, into: packedPath)
-        defer { close(packed.descriptor) }
+        let packedPath = location.root + "/snapshot.zst"
+        defer { _ = unlink(packedPath) }
+        _ = unlink(location.root + "/snapshot.db")   // a page copy an older version's crash left
+        let packed = open(packedPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard packed >= 0 else { throw LibraryError(errno: errno) }
+        defer { close(packed) }
+        let writer = try Zstd.Writer(packed)
+        var encoder = try SnapshotEncoder(sink: writer.write)
+        try Database.writeSnapshot(of: location.databasePath, into: &encoder, copying: copying)
+        try writer.finish()
+        let length = Int64(lseek(packed, 0, SEEK_END))
+        guard lseek(packed, 0, SEEK_SET) == 0 else { throw LibraryError(errno: errno) }
         let key = key(at: time)
-        try backend.put(key, file: packed.descriptor, length: packed.length)
-        return (key, packed.length)
+        try backend.put(key, file: packed, length: length)
+        return (key, length)
     }
 
     /// Deletes the snapshots `expired` names, newest kept (after one was taken now).
@@ -103,22 +110,5 @@ public enum Snapshots {
             removed += 1
         }
         return removed
-    }
-
-    /// Compresses the file at `path` into a new file at `target`, returned
-    /// open for reading with its length.
-    static func compress(_ path: String, into target: String) throws -> (descriptor: Int32, length: Int64) {
-        let source = open(path, O_RDONLY | O_CLOEXEC)
-        guard source >= 0 else { throw LibraryError(errno: errno) }
-        defer { close(source) }
-        let packed = open(target, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard packed >= 0 else { throw LibraryError(errno: errno) }
-        do {
-            try Zstd.compress(source, into: packed)
-            return (packed, Int64(lseek(packed, 0, SEEK_END)))
-        } catch {
-            close(packed)
-            throw error
-        }
     }
 }
