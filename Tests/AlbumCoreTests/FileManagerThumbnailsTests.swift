@@ -71,13 +71,9 @@ struct FileManagerThumbnailsTests {
 
     @Test("a thumbnail is written once: not again at the next listing, nor at the next mount that finds it on disk; again once the mtime changes")
     func writtenOnce() throws {
-        let store = try indexedStore()
-        let cache = cache(of: store)
-        let photo = try store.createFile(TestStore.roll, "a.jpg", contents: Array("kind=photo\nthumb=a".utf8))
-        settled(store)
+        let (store, cache, photo) = try oneFile("a.jpg", "kind=photo\nthumb=a")
         let uri = "file:///media/u/Photos/Camera%20Roll/a.jpg"
-        FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache)
-            .publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
+        try publishRoll(store, cache)
         let first = try #require(inode(file(cache, "large", uri)))
         let again = FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache)
         again.publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
@@ -93,10 +89,7 @@ struct FileManagerThumbnailsTests {
 
     @Test("no thumbnail: nothing while the data is local (the file manager draws its own); a failed marker when it is only in the bucket")
     func withoutThumbnail() throws {
-        let store = try indexedStore()
-        let cache = cache(of: store)
-        _ = try store.createFile(TestStore.roll, "clip.mov", contents: Array("kind=video".utf8))
-        settled(store)
+        let (store, cache, _) = try oneFile("clip.mov", "kind=video")
         let thumbnails = FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache)
         let entries = try store.library.list(TestStore.roll, after: 0, limit: 100)
         thumbnails.publish(TestStore.roll, entries)
@@ -144,20 +137,30 @@ struct FileManagerThumbnailsTests {
         return (store, try store.library.list(TestStore.roll, after: 0, limit: 100))
     }
 
+    /// An indexed store with one file in the roll (its lines of facts), settled; its cache.
+    func oneFile(_ fileName: String, _ facts: String) throws -> (TestStore, String, NodeID) {
+        let store = try indexedStore()
+        let id = try store.createFile(TestStore.roll, fileName, contents: Array(facts.utf8))
+        settled(store)
+        return (store, cache(of: store), id)
+    }
+
+    /// A listing of the roll by a new mount's thumbnails.
+    func publishRoll(_ store: TestStore, _ cache: String) throws {
+        FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache)
+            .publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
+    }
+
     func written(_ cache: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: cache + "/large")) ?? []).filter { !$0.hasPrefix(".") }
     }
 
     @Test("a thumbnail file's own mtime is when it was written, not its photo's (GNOME's housekeeping deletes by that age, 180 days)")
     func mtimeIsWhenWritten() throws {
-        let store = try indexedStore()
-        let cache = cache(of: store)
-        let photo = try store.createFile(TestStore.roll, "old.jpg", contents: Array("kind=photo\nthumb=old".utf8))
-        settled(store)
+        let (store, cache, photo) = try oneFile("old.jpg", "kind=photo\nthumb=old")
         let taken: Int64 = 1_420_070_400  // 2015-01-01
         _ = try store.library.setAttributes(photo, AttributeChanges(modificationTime: .set(taken * 1_000_000_000)), by: TestStore.owner)
-        FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache)
-            .publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
+        try publishRoll(store, cache)
         let path = file(cache, "large", "file:///media/u/Photos/Camera%20Roll/old.jpg")
         var info = stat()
         #expect(stat(path, &info) == 0)
@@ -165,17 +168,13 @@ struct FileManagerThumbnailsTests {
         #expect(text(path)["Thumb::MTime"] == String(taken))
         // Found as it must be at the next mount: not written again.
         let first = inode(path)
-        FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: cache)
-            .publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
+        try publishRoll(store, cache)
         #expect(inode(path) == first)
     }
 
     @Test("a valid thumbnail the file manager made itself (no albumfs attribute) is kept, not written over")
     func keepsTheFileManagersOwn() throws {
-        let store = try indexedStore()
-        let cache = cache(of: store)
-        _ = try store.createFile(TestStore.roll, "own.jpg", contents: Array("kind=photo\nthumb=own".utf8))
-        settled(store)
+        let (store, cache, _) = try oneFile("own.jpg", "kind=photo\nthumb=own")
         let entries = try store.library.list(TestStore.roll, after: 0, limit: 100)
         let uri = "file:///media/u/Photos/Camera%20Roll/own.jpg"
         let path = file(cache, "large", uri)
