@@ -132,6 +132,8 @@ public final class FileManagerThumbnails: Sendable {
             guard spend(png.count) else { return }
             if write(png, to: m.directory, m.md5, mtime: m.seconds) {
                 remember(m.key)
+            } else {
+                spend(-png.count)   // nothing was written
             }
         }
     }
@@ -147,8 +149,10 @@ public final class FileManagerThumbnails: Sendable {
     }
 
     /// Counts a file of `bytes` against `limits.space`: false (said once) when it does not fit.
+    /// Negative `bytes` gives back what a failed write had counted.
+    @discardableResult
     private func spend(_ bytes: Int) -> Bool {
-        let blocks = Int64((bytes + 4095) / 4096 * 4096)
+        let blocks = Int64(bytes.signum()) * Int64((abs(bytes) + 4095) / 4096 * 4096)
         let fits = spent.withLock { spent in
             guard spent + blocks <= limits.space else { return false }
             spent += blocks

@@ -119,10 +119,15 @@ struct FileManagerThumbnailsTests {
         let blocker = NSTemporaryDirectory() + "albumfs-thumbblock-\(getpid())"
         _ = FileManager.default.createFile(atPath: blocker, contents: Data())
         defer { unlink(blocker) }
-        let thumbnails = FileManagerThumbnails(library: store.library, mountPoint: mountPoint, cache: blocker + "/thumbnails")
+        // Room for one: what failed to be written does not use it up.
+        var limits = FileManagerThumbnails.Limits()
+        limits.space = 4096
+        let thumbnails = FileManagerThumbnails(library: store.library, mountPoint: mountPoint,
+                                               cache: blocker + "/thumbnails", limits: limits)
         thumbnails.publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
         thumbnails.publish(TestStore.roll, try store.library.list(TestStore.roll, after: 0, limit: 100))
         #expect(lines.all.filter { $0.contains("thumbnails: cannot write") }.count == 1, "\(lines.all)")
+        #expect(!lines.all.contains { $0.contains("thumbnail_space") }, "\(lines.all)")
     }
 
     /// A store with a log, `count` photos with thumbnails in the roll, and its roll's listing.
