@@ -164,6 +164,32 @@ struct LiveS3Tests {
         #expect(try s3.multipartUploads(S3ObjectBackend.key(of: lie)).isEmpty)
     }
 
+    @Test("a small original is stored; one already there with its size is kept (ETag unchanged), one of another size replaced")
+    func storeSmall() throws {
+        let server = try #require(server)
+        let bucket = "t" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let location = try RemoteLocation(url: "s3://\(bucket)/lib/", endpoint: server.endpoint, region: server.region)
+        let s3 = try S3Client(location: location, credentials: server.credentials)
+        try s3.createBucket()
+        let backend = try S3ObjectBackend(location: location, credentials: server.credentials)
+        let path = "/tmp/albumfs-s3-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(path) }
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        defer { close(fd) }
+        let bytes = Array("a photo, twice".utf8)
+        #expect(bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } == bytes.count)
+        let sha = SHA256.hex(SHA256.digest(bytes))
+        let key = S3ObjectBackend.key(of: sha)
+        let first = try backend.store(fd, length: Int64(bytes.count), sha256: sha)
+        #expect(try s3.get(key) == bytes)
+        // The same content again (an identical photo): the object stays as it is.
+        #expect(try backend.store(fd, length: Int64(bytes.count), sha256: sha) == first)
+        // An object of another size under the key (cut short behind albumfs's back): replaced.
+        try s3.put(key, bytes: Array(bytes.prefix(3)))
+        _ = try backend.store(fd, length: Int64(bytes.count), sha256: sha)
+        #expect(try s3.get(key) == bytes)
+    }
+
     @Test("a conditional put loses to an object that exists (If-None-Match)")
     func conditionalPut() throws {
         let s3 = try client()
