@@ -67,7 +67,13 @@ extension Database {
             switch try decoder.record() {
             case .schema:
                 let type = try decoder.text(), _ = try decoder.text(), sql = try decoder.text()
-                if type == "table" { try copy.execute(sql) } else { indexes.append(sql) }
+                // Only what albumfs's schema holds, one statement each (prepared: any
+                // text after the first statement is never run), whatever the bucket says.
+                let creates = type == "table" ? ["CREATE TABLE "] : ["CREATE INDEX ", "CREATE UNIQUE INDEX "]
+                guard type == "table" || type == "index", creates.contains(where: sql.hasPrefix) else {
+                    throw SnapshotFormat.Corrupt(description: "a schema entry that is not a table or an index")
+                }
+                if type == "table" { try copy.statement(sql).run() } else { indexes.append(sql) }
             case .table:
                 let name = try decoder.text()
                 let columns = Int32(try decoder.unsigned())
@@ -94,7 +100,7 @@ extension Database {
                 throw SnapshotFormat.Corrupt(description: "a row outside a table")
             }
         }
-        for sql in indexes { try copy.execute(sql) }
+        for sql in indexes { try copy.statement(sql).run() }
         try copy.execute("COMMIT")
     }
 

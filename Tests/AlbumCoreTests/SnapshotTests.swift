@@ -58,6 +58,39 @@ struct SnapshotRulesTests {
         return fd
     }
 
+    /// A rows stream of these schema entries (type, name, sql) and nothing else, rebuilt into a new database.
+    static func rebuilt(_ schema: [(String, String, String)]) throws -> Database {
+        let fd = try scratch()
+        defer { close(fd) }
+        var encoder = try SnapshotEncoder { bytes in _ = write(fd, bytes.baseAddress, bytes.count) }
+        for (type, name, sql) in schema {
+            try encoder.record(.schema)
+            encoder.string(type.utf8)
+            encoder.string(name.utf8)
+            encoder.string(sql.utf8)
+        }
+        try encoder.finish()
+        lseek(fd, 0, SEEK_SET)
+        var decoder = try #require(try SnapshotDecoder(fd))
+        let path = NSTemporaryDirectory() + "/albumfs-rebuilt-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).db"
+        defer { unlink(path) }
+        try Database.rebuild(from: &decoder, into: path)
+        return try Database(path: path, mode: .readOnly)
+    }
+
+    @Test("a recovery runs only the CREATE TABLE and CREATE INDEX a snapshot names, one statement each, whatever else its SQL says")
+    func hostileSchema() throws {
+        let db = try Self.rebuilt([("table", "t", "CREATE TABLE t(a); CREATE TABLE evil(b)"),
+                                   ("index", "i", "CREATE INDEX i ON t(a); DROP TABLE t")])
+        #expect(try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name IN ('t', 'i')") == 2)
+        #expect(try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name = 'evil'") == 0)
+        for entry in [("trigger", "x", "CREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; END"),
+                      ("table", "y", "ATTACH DATABASE '/tmp/albumfs-evil.db' AS y")] {
+            #expect(throws: SnapshotFormat.Corrupt.self) { _ = try Self.rebuilt([entry]) }
+        }
+        #expect(!FileManager.default.fileExists(atPath: "/tmp/albumfs-evil.db"))
+    }
+
     @Test("a snapshot's rows read back exactly: every kind of value, text that is not UTF-8, empty and 3 MiB blobs across the buffers; cut short is an error")
     func rowsRoundTrip() throws {
         let fd = try Self.scratch()

@@ -158,7 +158,7 @@ struct SnapshotDecoder {
     private mutating func bytes(_ count: Int) throws -> [UInt8] {
         guard count <= 1 << 31 else { throw SnapshotFormat.Corrupt(description: "a value of \(count) bytes") }
         var out: [UInt8] = []
-        out.reserveCapacity(count)
+        out.reserveCapacity(min(count, 1 << 20))   // (a length is not trusted before its bytes came)
         while out.count < count {
             if at == end { try refill() }
             let take = min(count - out.count, end - at)
