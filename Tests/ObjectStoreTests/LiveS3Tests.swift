@@ -17,6 +17,17 @@ private let server: (endpoint: String, credentials: Credentials, region: String)
 
 /// A bucket of its own for each test, under a prefix with a space and a
 /// non-ASCII letter (keys are encoded in the path and signed).
+/// A new bucket's client and object backend (prefix `lib/`), and a scratch file's path.
+private func backendOfNewBucket() throws -> (S3Client, S3ObjectBackend, String) {
+    let server = try #require(server)
+    let bucket = "t" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    let location = try RemoteLocation(url: "s3://\(bucket)/lib/", endpoint: server.endpoint, region: server.region)
+    let s3 = try S3Client(location: location, credentials: server.credentials)
+    try s3.createBucket()
+    let backend = try S3ObjectBackend(location: location, credentials: server.credentials)
+    return (s3, backend, "/tmp/albumfs-s3-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+}
+
 private func client(prefix: String = "lib räume/") throws -> S3Client {
     let server = try #require(server)
     let bucket = "t" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
@@ -122,13 +133,7 @@ struct LiveS3Tests {
 
     @Test("an object past the multipart threshold goes up in signed parts; an unfinished upload a crash left is aborted first")
     func multipart() throws {
-        let server = try #require(server)
-        let bucket = "t" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let location = try RemoteLocation(url: "s3://\(bucket)/lib/", endpoint: server.endpoint, region: server.region)
-        let s3 = try S3Client(location: location, credentials: server.credentials)
-        try s3.createBucket()
-        let backend = try S3ObjectBackend(location: location, credentials: server.credentials)
-        let path = "/tmp/albumfs-s3-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let (s3, backend, path) = try backendOfNewBucket()
         defer { unlink(path) }
         let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
         #expect(fd >= 0)
@@ -166,13 +171,7 @@ struct LiveS3Tests {
 
     @Test("a small original is stored; one already there with its size is kept (ETag unchanged), one of another size replaced")
     func storeSmall() throws {
-        let server = try #require(server)
-        let bucket = "t" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let location = try RemoteLocation(url: "s3://\(bucket)/lib/", endpoint: server.endpoint, region: server.region)
-        let s3 = try S3Client(location: location, credentials: server.credentials)
-        try s3.createBucket()
-        let backend = try S3ObjectBackend(location: location, credentials: server.credentials)
-        let path = "/tmp/albumfs-s3-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let (s3, backend, path) = try backendOfNewBucket()
         defer { unlink(path) }
         let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
         defer { close(fd) }
