@@ -46,7 +46,7 @@ public final class FileManagerThumbnails: Sendable {
     /// a full set is emptied (a listing then costs one getxattr a file),
     /// which kept a 10,000,000-file listing from growing it to 95.6 MiB.
     private let published = Mutex<Set<UInt64>>([])
-    /// Bytes of the cache's disk written by this mount (whole 4 KiB blocks).
+    /// Bytes of the cache's disk written by this mount (whole 4 KiB blocks), counted as each file is.
     private let spent = Mutex<Int64>(0)
 
     /// What a mount may put in the user's cache.
@@ -129,11 +129,10 @@ public final class FileManagerThumbnails: Sendable {
             let text = ["Thumb::URI": m.uri, "Thumb::MTime": String(m.seconds), "Software": "albumfs"]
             // No thumbnail (any more): the failed marker of a file only in the bucket.
             let png = PNGText.adding(text, to: pngs[m.id] ?? PNGText.blank)
-            guard spend(png.count) else { return }
+            guard spaceLeft() else { return }
             if write(png, to: m.directory, m.md5, mtime: m.seconds) {
                 remember(m.key)
-            } else {
-                spend(-png.count)   // nothing was written
+                spent.withLock { $0 += Int64((png.count + 4095) / 4096 * 4096) }
             }
         }
     }
@@ -148,16 +147,10 @@ public final class FileManagerThumbnails: Sendable {
         }
     }
 
-    /// Counts a file of `bytes` against `limits.space`: false (said once) when it does not fit.
-    /// Negative `bytes` gives back what a failed write had counted.
-    @discardableResult
-    private func spend(_ bytes: Int) -> Bool {
-        let blocks = Int64(bytes.signum()) * Int64((abs(bytes) + 4095) / 4096 * 4096)
-        let fits = spent.withLock { spent in
-            guard spent + blocks <= limits.space else { return false }
-            spent += blocks
-            return true
-        }
+    /// Whether this mount has written less than `limits.space` (else false, said once). Listings
+    /// on other threads may each write one more: the bound is passed by a file a thread at most.
+    private func spaceLeft() -> Bool {
+        let fits = spent.withLock { $0 < limits.space }
         if !fits {
             let size = limits.space >= 1 << 20 ? "\(limits.space >> 20) MiB" : "\(limits.space >> 10) KiB"
             sayOnce(.space, "thumbnails: this mount has written its \(size) of thumbnails "

@@ -61,15 +61,9 @@ struct MountOptions {
                 }
                 trashDays = days
             } else if option.hasPrefix("cache_size=") {
-                guard let bytes = Self.size(option.dropFirst("cache_size=".count)) else {
-                    throw CommandFailure(.usage, "cache_size takes a size (bytes, or with K, M, G or T): \(option)")
-                }
-                cacheSize = bytes
+                cacheSize = try Self.size(of: option)
             } else if option.hasPrefix("thumbnail_space=") {
-                guard let bytes = Self.size(option.dropFirst("thumbnail_space=".count)) else {
-                    throw CommandFailure(.usage, "thumbnail_space takes a size (bytes, or with K, M, G or T): \(option)")
-                }
-                thumbnailSpace = bytes
+                thumbnailSpace = try Self.size(of: option)
             } else if option == "take_over" {
                 takeOver = true
             } else if option.hasPrefix("lease_time=") {
@@ -96,6 +90,15 @@ struct MountOptions {
     }
 
     /// `20G`, `512M`, `4096`: bytes (K, M, G, T are powers of 1024).
+    /// The size of `name=SIZE`, or a usage error naming the option.
+    static func size(of option: String) throws(CommandFailure) -> Int64 {
+        let name = option.prefix { $0 != "=" }
+        guard let bytes = size(option.dropFirst(name.count + 1)) else {
+            throw CommandFailure(.usage, "\(name) takes a size (bytes, or with K, M, G or T): \(option)")
+        }
+        return bytes
+    }
+
     static func size(_ text: Substring) -> Int64? {
         let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
         var digits = text

@@ -367,6 +367,16 @@ extension ForwardingBackend {
     func get(_ key: String) throws -> [UInt8]? { try inner.get(key) }
     func list(_ prefix: String) throws -> [ListedObject] { try inner.list(prefix) }
     func remove(_ key: String) throws { try inner.remove(key) }
+    // The originals too, unless the test's bucket steps in.
+    func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String {
+        try inner.store(descriptor, length: length, sha256: sha256)
+    }
+    func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
+    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
+        try inner.fetch(sha256: sha256, range: range, into: descriptor, hashingInto: hasher)
+    }
+    func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
+    func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
 }
 
 /// The bucket with a pause point before the first store: `entered` is
@@ -388,12 +398,6 @@ final class PausedStore: ForwardingBackend, @unchecked Sendable {
         }
         return try inner.store(descriptor, length: length, sha256: sha256)
     }
-    func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
-    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
-        try inner.fetch(sha256: sha256, range: range, into: descriptor, hashingInto: hasher)
-    }
-    func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
-    func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
 }
 
 /// A store that refuses every upload (as an unreachable one does), counting
@@ -435,10 +439,6 @@ private final class GatedBackend: ForwardingBackend, @unchecked Sendable {
 
     func release() { gate.signal() }
 
-    func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String { try inner.store(descriptor, length: length, sha256: sha256) }
-    func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
-    func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
-    func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
     func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
         fetched.withLock { $0.append(range) }
         if range.lowerBound >= openBelow {

@@ -62,7 +62,7 @@ struct SnapshotRulesTests {
     static func rebuilt(_ schema: [(String, String, String)]) throws -> Database {
         let fd = try scratch()
         defer { close(fd) }
-        var encoder = try SnapshotEncoder { bytes in _ = write(fd, bytes.baseAddress, bytes.count) }
+        var encoder = SnapshotEncoder { bytes in _ = write(fd, bytes.baseAddress, bytes.count) }
         for (type, name, sql) in schema {
             try encoder.record(.schema)
             encoder.string(type.utf8)
@@ -98,7 +98,7 @@ struct SnapshotRulesTests {
         let big = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) }
         let values: [ColumnValue] = [.null, .integer(.min), .integer(.max), .integer(0), .real(-0.5), .real(.infinity),
                                      .text([0x66, 0xff, 0x00, 0x41]), .text([]), .blob([]), .blob(big), .integer(-1)]
-        var encoder = try SnapshotEncoder { bytes in _ = write(fd, bytes.baseAddress, bytes.count) }
+        var encoder = SnapshotEncoder { bytes in _ = write(fd, bytes.baseAddress, bytes.count) }
         try encoder.record(.table)
         encoder.string("t".utf8)
         encoder.unsigned(UInt64(values.count))
@@ -407,13 +407,4 @@ final class CountingGets: ForwardingBackend, @unchecked Sendable {
         if key.hasPrefix(Companion.prefix) { gets.withLock { $0 += 1 } }
         return try inner.get(key)
     }
-    func store(_ descriptor: Int32, length: Int64, sha256: String) throws -> String {
-        try inner.store(descriptor, length: length, sha256: sha256)
-    }
-    func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
-    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
-        try inner.fetch(sha256: sha256, range: range, into: descriptor, hashingInto: hasher)
-    }
-    func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
-    func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
 }

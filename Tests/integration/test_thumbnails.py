@@ -144,6 +144,8 @@ def test_thumbnail_space_bounds_what_a_mount_writes(mount_factory, tmp_path):
     # A size it cannot read is a usage error, naming the option.
     done = subprocess.run([ALBUMFS, "mount", "--store", m.store, m.mp, "-o", "thumbnail_space=lots"],
                           capture_output=True, text=True, timeout=30)
+    if done.returncode == 0:   # mounted after all: never left behind
+        subprocess.run(["fusermount3", "-u", m.mp], timeout=30)
     assert done.returncode != 0 and "thumbnail_space" in done.stderr, done
 
 

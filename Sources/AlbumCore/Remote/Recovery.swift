@@ -63,9 +63,11 @@ extension Library {
         // A companion written well before the snapshot changes nothing (its
         // upload is in the snapshot, or its asset was purged before it): not
         // fetched. One GET each was 11 hours for 1,000,000 uploads.
-        let companions = try backend.list(Companion.prefix)
-            .filter { listed in snapshotTime.map { taken in listed.modified.map { $0 >= taken - Self.clockMargin } ?? true } ?? true }
-            .map(\.key)
+        let since = snapshotTime.map { $0 - Self.clockMargin }
+        let companions = try backend.list(Companion.prefix).filter { listed in
+            guard let since, let modified = listed.modified else { return true }
+            return modified >= since
+        }.map(\.key)
         // Albums made again take ids after every companion's: each asset keeps its own.
         if let highest = companions.compactMap(Companion.asset(ofKey:)).max() {
             try library.write { db in try db.reserveNodeIDs(atLeastThrough: highest) }

@@ -43,7 +43,7 @@ struct SnapshotEncoder {
     private var buffer: [UInt8] = []
     private let sink: (UnsafeRawBufferPointer) throws -> Void
 
-    init(sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+    init(sink: @escaping (UnsafeRawBufferPointer) throws -> Void) {
         self.sink = sink
         buffer.reserveCapacity(1 << 20 + 4096)
         buffer += SnapshotFormat.magic

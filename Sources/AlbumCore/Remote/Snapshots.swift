@@ -90,7 +90,7 @@ public enum Snapshots {
         guard packed >= 0 else { throw LibraryError(errno: errno) }
         defer { close(packed) }
         let writer = try Zstd.Writer(packed)
-        var encoder = try SnapshotEncoder(sink: writer.write)
+        var encoder = SnapshotEncoder(sink: writer.write)
         try Database.writeSnapshot(of: location.databasePath, into: &encoder, copying: copying)
         try writer.finish()
         let length = Int64(lseek(packed, 0, SEEK_END))
