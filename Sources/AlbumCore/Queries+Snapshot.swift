@@ -95,6 +95,7 @@ extension Database {
             case .userVersion:
                 try copy.execute("PRAGMA user_version = \(try decoder.int64())")
             case .end:
+                try decoder.finish()
                 done = true
             case .row, .tableEnd:
                 throw SnapshotFormat.Corrupt(description: "a row outside a table")

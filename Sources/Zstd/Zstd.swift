@@ -73,30 +73,65 @@ public enum Zstd {
     /// Decompresses all of `source` into `destination`; a file that is not
     /// one whole zstd stream (cut short, damaged, another format) is an error.
     public static func decompress(_ source: Int32, into destination: Int32) throws {
-        guard let stream = ZSTD_createDCtx() else { throw ZstdError("zstd: out of memory") }
-        defer { ZSTD_freeDCtx(stream) }
-        var input = [UInt8](repeating: 0, count: ZSTD_DStreamInSize())
+        let reader = try Reader(source)
         var output = [UInt8](repeating: 0, count: ZSTD_DStreamOutSize())
-        var frameOpen = false
-        var sawInput = false
         while true {
-            let got = try readSome(source, into: &input)
-            if got == 0 { break }
-            sawInput = true
-            try input.withUnsafeBytes { (inBytes) throws in
-                var inBuffer = ZSTD_inBuffer(src: inBytes.baseAddress, size: got, pos: 0)
-                while inBuffer.pos < inBuffer.size {
-                    let (remaining, produced) = try output.withUnsafeMutableBytes { (outBytes) throws -> (Int, Int) in
-                        var outBuffer = ZSTD_outBuffer(dst: outBytes.baseAddress, size: outBytes.count, pos: 0)
-                        let remaining = try check(ZSTD_decompressStream(stream, &outBuffer, &inBuffer))
-                        return (remaining, outBuffer.pos)
-                    }
-                    try writeAll(destination, output, count: produced)
-                    frameOpen = remaining != 0
+            let got = try output.withUnsafeMutableBytes { try reader.read(into: $0) }
+            if got == 0 { return }
+            try writeAll(destination, output, count: got)
+        }
+    }
+
+    /// A zstd stream read piece by piece from a descriptor (from its current
+    /// offset), decompressed as it is asked for: nothing is kept whole. Its
+    /// end is `read` giving 0; a stream cut short or damaged is an error there.
+    public final class Reader {
+        private let stream: OpaquePointer
+        private let source: Int32
+        private var input: [UInt8]
+        private var at = 0, end = 0
+        private var sourceEnded = false, sawInput = false, frameOpen = false, flushPending = false
+
+        public init(_ source: Int32) throws {
+            guard let stream = ZSTD_createDCtx() else { throw ZstdError("zstd: out of memory") }
+            self.stream = stream
+            self.source = source
+            input = [UInt8](repeating: 0, count: ZSTD_DStreamInSize())
+        }
+
+        deinit { ZSTD_freeDCtx(stream) }
+
+        /// Fills the front of `buffer` with what comes next; how many bytes (0: the end).
+        public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+            guard buffer.count > 0 else { return 0 }
+            while true {
+                if at == end && !sourceEnded {
+                    end = try readSome(source, into: &input)
+                    at = 0
+                    sourceEnded = end == 0
+                    sawInput = sawInput || end > 0
                 }
+                // All read and all given out: the end, if the frame was whole.
+                if at == end && sourceEnded && !flushPending {
+                    guard sawInput, !frameOpen else { throw ZstdError("zstd: the compressed file is cut short") }
+                    return 0
+                }
+                let before = at
+                let (produced, remaining) = try input.withUnsafeBytes { (inBytes) throws -> (Int, Int) in
+                    var inBuffer = ZSTD_inBuffer(src: inBytes.baseAddress, size: end, pos: at)
+                    var outBuffer = ZSTD_outBuffer(dst: buffer.baseAddress, size: buffer.count, pos: 0)
+                    let remaining = try check(ZSTD_decompressStream(stream, &outBuffer, &inBuffer))
+                    at = inBuffer.pos
+                    return (outBuffer.pos, remaining)
+                }
+                // (A call that moved nothing says nothing of the frame: after
+                // a whole one, zstd's answer is the next frame's header size.)
+                if produced > 0 || at > before { frameOpen = remaining != 0 }
+                // A full buffer: zstd may hold more to give out.
+                flushPending = produced == buffer.count
+                if produced > 0 { return produced }
             }
         }
-        guard sawInput, !frameOpen else { throw ZstdError("zstd: the compressed file is cut short") }
     }
 
     @discardableResult
@@ -105,7 +140,7 @@ public enum Zstd {
         return code
     }
 
-    private static func readSome(_ descriptor: Int32, into buffer: inout [UInt8]) throws -> Int {
+    fileprivate static func readSome(_ descriptor: Int32, into buffer: inout [UInt8]) throws -> Int {
         while true {
             let got = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if got >= 0 { return got }

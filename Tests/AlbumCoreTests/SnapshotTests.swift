@@ -78,6 +78,52 @@ struct SnapshotRulesTests {
         return try Database(path: path, mode: .readOnly)
     }
 
+    @Test("rows read straight from the decompressor: a snapshot damaged in its last byte is refused, and so is anything after the end record")
+    func checksumChecked() throws {
+        let packed = try Self.scratch()
+        defer { close(packed) }
+        let writer = try Zstd.Writer(packed)
+        var encoder = SnapshotEncoder(sink: writer.write)
+        try encoder.record(.schema)
+        for text in ["table", "t", "CREATE TABLE t(a)"] { encoder.string(text.utf8) }
+        try encoder.record(.table)
+        encoder.string("t".utf8)
+        encoder.unsigned(1)
+        try encoder.record(.row)
+        encoder.value(.text(Array("a row".utf8)))
+        try encoder.record(.tableEnd)
+        try encoder.finish()
+        try writer.finish()
+        func rebuilt() throws {
+            lseek(packed, 0, SEEK_SET)
+            let reader = try Zstd.Reader(packed)
+            var decoder = try #require(try SnapshotDecoder(reading: reader.read))
+            let path = NSTemporaryDirectory() + "/albumfs-checked-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).db"
+            defer { unlink(path) }
+            try Database.rebuild(from: &decoder, into: path)
+        }
+        try rebuilt()
+        // The frame's last 4 bytes are its checksum (XXH64's low half): flip one.
+        let length = lseek(packed, 0, SEEK_END)
+        var last: UInt8 = 0
+        pread(packed, &last, 1, length - 1)
+        last ^= 0xFF
+        pwrite(packed, &last, 1, length - 1)
+        #expect(throws: (any Error).self) { try rebuilt() }
+
+        // Anything after the end record is refused too (the rebuild reads its source to the end).
+        let plain = try Self.scratch()
+        defer { close(plain) }
+        var again = SnapshotEncoder { bytes in _ = write(plain, bytes.baseAddress, bytes.count) }
+        try again.finish()
+        _ = write(plain, "x", 1)
+        lseek(plain, 0, SEEK_SET)
+        var trailing = try #require(try SnapshotDecoder(plain))
+        let path = NSTemporaryDirectory() + "/albumfs-trailing-\(getpid()).db"
+        defer { unlink(path) }
+        #expect(throws: SnapshotFormat.Corrupt.self) { try Database.rebuild(from: &trailing, into: path) }
+    }
+
     @Test("a recovery runs only the CREATE TABLE and CREATE INDEX a snapshot names, one statement each, whatever else its SQL says")
     func hostileSchema() throws {
         let db = try Self.rebuilt([("table", "t", "CREATE TABLE t(a); CREATE TABLE evil(b)"),

@@ -98,24 +98,24 @@ extension Library {
     /// is the database's rows (SnapshotFormat), or, from versions before
     /// it, a copy of the database's file.
     private static func restore(_ key: String, from backend: any ObjectBackend, to location: StoreLocation) throws {
-        let packedPath = location.root + "/snapshot.zst", rowsPath = location.root + "/snapshot.rows"
-        let partial = location.databasePath + ".recovering"
-        defer { _ = Glibc.unlink(packedPath); _ = Glibc.unlink(rowsPath); _ = Glibc.unlink(partial) }
+        let packedPath = location.root + "/snapshot.zst", partial = location.databasePath + ".recovering"
+        defer { _ = Glibc.unlink(packedPath); _ = Glibc.unlink(partial) }
         let packed = Glibc.open(packedPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard packed >= 0 else { throw LibraryError(errno: errno) }
         defer { close(packed) }
         _ = try backend.get(key, into: packed)
         guard lseek(packed, 0, SEEK_SET) == 0 else { throw LibraryError(errno: errno) }
-        let rows = Glibc.open(rowsPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard rows >= 0 else { throw LibraryError(errno: errno) }
-        defer { close(rows) }
-        try Zstd.decompress(packed, into: rows)
-        guard lseek(rows, 0, SEEK_SET) == 0 else { throw LibraryError(errno: errno) }
-        if var decoder = try SnapshotDecoder(rows) {
+        // The rows go from the decompressor straight into the new database (no file of them).
+        let reader = try Zstd.Reader(packed)
+        if var decoder = try SnapshotDecoder(reading: reader.read) {
             try Database.rebuild(from: &decoder, into: partial)
         } else {
             // An older version's snapshot: the database file itself.
-            guard Glibc.rename(rowsPath, partial) == 0 else { throw LibraryError(errno: errno) }
+            guard lseek(packed, 0, SEEK_SET) == 0 else { throw LibraryError(errno: errno) }
+            let database = Glibc.open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard database >= 0 else { throw LibraryError(errno: errno) }
+            defer { close(database) }
+            try Zstd.decompress(packed, into: database)
         }
         let database = Glibc.open(partial, O_RDONLY | O_CLOEXEC)
         guard database >= 0 else { throw LibraryError(errno: errno) }

@@ -94,17 +94,28 @@ struct SnapshotEncoder {
     }
 }
 
-/// Reads the format from a descriptor, buffered; a stream cut short or not
-/// in the format is `SnapshotFormat.Corrupt`.
+/// Reads the format from a source of bytes (a decompressing `Zstd.Reader`,
+/// a file), buffered; a stream cut short or not in the format is
+/// `SnapshotFormat.Corrupt`.
 struct SnapshotDecoder {
-    private let descriptor: Int32
+    /// Fills the front of a buffer; how many bytes (0: the end).
+    private let source: (UnsafeMutableRawBufferPointer) throws -> Int
     private var buffer = [UInt8](repeating: 0, count: 1 << 20)
     private var at = 0, end = 0
 
-    /// Reads from `descriptor` at its offset; false from `init` if it does not start with the magic.
-    init?(_ descriptor: Int32) throws {
-        self.descriptor = descriptor
+    /// Reads from `source`; nil if it does not start with the magic.
+    init?(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int) throws {
+        self.source = source
         guard try bytes(SnapshotFormat.magic.count) == SnapshotFormat.magic else { return nil }
+    }
+
+    /// Reads from `descriptor` at its offset; nil if it does not start with the magic.
+    init?(_ descriptor: Int32) throws {
+        try self.init(reading: { buffer in
+            let got = read(descriptor, buffer.baseAddress, buffer.count)
+            guard got >= 0 else { throw LibraryError(errno: errno) }
+            return got
+        })
     }
 
     mutating func record() throws -> SnapshotFormat.Record {
@@ -149,6 +160,15 @@ struct SnapshotDecoder {
         }
     }
 
+    /// After the end record: nothing follows, and the source says it has
+    /// ended (a `Zstd.Reader` checks the frame's checksum there: a snapshot
+    /// whose rows all parse is still refused if it is not what was written).
+    mutating func finish() throws {
+        guard at == end, try buffer.withUnsafeMutableBytes({ try source($0) }) == 0 else {
+            throw SnapshotFormat.Corrupt(description: "bytes after the snapshot's end")
+        }
+    }
+
     private mutating func byte() throws -> UInt8 {
         if at == end { try refill() }
         defer { at += 1 }
@@ -169,8 +189,7 @@ struct SnapshotDecoder {
     }
 
     private mutating func refill() throws {
-        let got = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        guard got >= 0 else { throw LibraryError(errno: errno) }
+        let got = try buffer.withUnsafeMutableBytes { try source($0) }
         guard got > 0 else { throw SnapshotFormat.Corrupt(description: "the snapshot is cut short") }
         at = 0
         end = got
