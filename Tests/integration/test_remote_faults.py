@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from albumfs_testlib import ALBUMFS, names, payload, run, sha256, write
+from albumfs_testlib import ALBUMFS, index_wait, names, payload, run, sha256, write
 from faultproxy import FaultProxy
 from objectstore import running_object_store
 from test_remote import SYNC_TIMEOUT, du, fetched, objects, storage, sync
@@ -342,8 +342,10 @@ def test_a_kill_during_a_snapshot_upload_leaves_the_last_one_usable_and_the_next
     m = remote_mount
     proxy = m.proxy
     write(m.roll / "a.jpg", payload(20_000, "a"))
+    index_wait(m.mp)   # (facts committed during a snapshot's copy take another: test_recover.py)
     sync(m)
-    assert len(snapshots(m)) == 1
+    before = snapshots(m)
+    assert before
     (m.albums / "Trip").mkdir()
     os.link(m.roll / "a.jpg", m.albums / "Trip" / "a.jpg")
     if point == "body cut":
@@ -359,7 +361,7 @@ def test_a_kill_during_a_snapshot_upload_leaves_the_last_one_usable_and_the_next
     proxy.clear_faults()
     proxy.release()
     held = snapshots(m)
-    assert 1 <= len(held) <= 2, held
+    assert len(before) <= len(held) <= len(before) + 1, (before, held)
     recover_dir = tmp_path / f"r{len(held)}"
     out = run([ALBUMFS, "recover", "--remote", f"s3://{m.bucket}/lib", "--endpoint", m.gateway.endpoint, recover_dir],
               env={**os.environ, **m.keys}, text=True, timeout=120).stdout
