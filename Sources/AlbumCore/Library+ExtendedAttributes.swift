@@ -18,6 +18,10 @@ extension Library {
     /// On the root, with a remote: `1` while the library has changes no
     /// snapshot in the bucket holds (SEMANTICS.md § Surviving the machine).
     static let snapshottingAttribute: Name = Array("user.albumfs.snapshotting".utf8)
+    /// On a second device's root: read, it takes the bucket's newest
+    /// snapshot (`albumfs refresh`) and says `unchanged: …`, `refreshed: …`
+    /// or `failed: …` (SEMANTICS.md § Surviving the machine).
+    static let refreshAttribute: Name = Array("user.albumfs.refresh".utf8)
     /// On an asset, with a remote: `local`, `uploading`, `both`, `remote` or `downloading` (SEMANTICS.md § Remote storage).
     static let storageAttribute: Name = Array("user.albumfs.storage".utf8)
     /// On an asset coming from the bucket now: `BYTES/TOTAL` checked so far.
@@ -90,6 +94,17 @@ extension Library {
                 let pending = snapshotPending
                 if pending { hurrySnapshot() }
                 return Array((pending ? "1" : "0").utf8)
+            }
+            if id == FixedNode.root, name == Self.refreshAttribute, remote != nil {
+                do {
+                    return Array(try refreshMirror().description.utf8)
+                } catch .notSupported {
+                    throw .noAttribute   // not a second device's mount
+                } catch {
+                    let why = error.diagnostic ?? "\(error)"
+                    options.log("refresh: \(why)")
+                    return Array("failed: \(why)".utf8)
+                }
             }
             if name == Self.keepAttribute, remote != nil {
                 return Array((try isKeptLocal(id) ? "1" : "0").utf8)

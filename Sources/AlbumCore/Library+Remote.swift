@@ -143,8 +143,11 @@ extension Library {
             try self.write { db in
                 guard !isStopped() else { throw LibraryError.remote("asset \(download.id): the mount ended before its data was installed") }
                 downloads.withLock { _ = $0.removeValue(forKey: download.id) }
-                // Purged, or no longer evicted: the fetched copy is not needed.
-                guard try db.isEvicted(download.id) else { content.removeTransfer(content.fetchPath(of: download.id)); return }
+                // Purged, no longer evicted, or (a second device's refresh) recorded with
+                // another object now: the fetched copy is not the asset's data.
+                guard try db.isEvicted(download.id), try db.remoteObject(of: download.id)?.digest.sha256 == download.digest.sha256 else {
+                    content.removeTransfer(content.fetchPath(of: download.id)); return
+                }
                 try content.installFetched(download.id)
                 try db.unmarkEvicted(download.id)
             }

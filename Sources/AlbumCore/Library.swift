@@ -55,6 +55,9 @@ public final class Library: Sendable {
     /// Evicted assets whose data is coming back from the bucket now
     /// (`user.albumfs.storage`: downloading). Changed under the database lock.
     let downloads = BlockingLock<[NodeID: Download]>([:])
+    /// Held by a second device's refresh (refreshMirror) from its look at
+    /// the bucket to its end: one at a time.
+    let refreshing = BlockingLock<Void>(())
     /// Every download's worker, from its start to its end: the end of a
     /// mount waits for them (`stopRemoteSync`).
     let downloadWorkers = DispatchGroup()

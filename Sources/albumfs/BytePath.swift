@@ -51,8 +51,10 @@ struct BytePath: Hashable, Sendable, CustomStringConvertible {
 
     /// A `user.*` extended attribute's value, whatever its size; nil when
     /// absent (or unreadable).
-    func extendedAttributeBytes(_ name: String) -> [UInt8]? {
-        var buffer = [UInt8](repeating: 0, count: 256)
+    /// `capacity`: the first buffer's size (an attribute whose read acts,
+    /// as `user.albumfs.refresh` does, is read once with the largest).
+    func extendedAttributeBytes(_ name: String, capacity: Int = 256) -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: capacity)
         while true {
             let count = withCString { path in systemGetxattr(path, name, &buffer, buffer.count) }
             if count >= 0 { return Array(buffer[..<count]) }

@@ -35,6 +35,7 @@ enum CommandLineInterface {
         Command(name: "sync", usage: "sync --wait [--timeout SECONDS] MOUNTPOINT") { a throws(CommandFailure) in
             try WaitCommand(.sync, parsing: a).run()
         },
+        Command(name: "refresh", usage: "refresh MOUNTPOINT") { a throws(CommandFailure) in try RefreshCommand(parsing: a).run() },
         Command(name: "stats", usage: "stats [--json] [--store DIR | MOUNTPOINT]") { a throws(CommandFailure) in try StatsCommand(parsing: a).run() },
         Command(name: "import", usage: "import [--album PATH] [--mount MNT | --store DIR] SOURCE…") { a throws(CommandFailure) in
             try ImportCommand(parsing: a).run()

@@ -309,6 +309,51 @@ struct RecoveryTests {
         s.library.stopRemoteSync()
     }
 
+    @Test("a second device's refresh takes the newest snapshot while open: its rows, the kernel told of every name that went, the cached originals of unchanged objects kept")
+    func mirrorRefresh() throws {
+        let f = try RemoteFixture(snapshotSettle: 3600)
+        let s = f.store
+        let album = try s.makeAlbum("A")
+        for fileName in ["one.jpg", "two.jpg"] {
+            let id = try s.createFile(TestStore.roll, fileName, contents: bytes(fileName))
+            _ = try s.library.link(id, into: album, named: name(fileName))
+        }
+        try f.start()
+        try f.synced()
+        eventually("a snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        let cache = StoreLocation(path: s.directory + "/cache")
+        let first = try #require(try Library.prepareMirror(at: cache, of: f.remote, from: try f.backend(), owner: TestStore.owner))
+        let mirror = try Library(location: cache, owner: TestStore.owner)
+        mirror.startRemoteSync(try f.backend(), mirror: true)
+        defer { mirror.stopRemoteSync() }
+        let told = Mutex<[ChangeSet]>([])
+        mirror.onBackgroundChanges { changes in told.withLock { $0.append(changes) } }
+        #expect(try mirror.refreshMirror() == .unchanged(snapshot: first))
+        #expect(told.withLock { $0.isEmpty })
+        let two = try mirror.lookup(TestStore.roll, name("two.jpg")).id
+        let file = try mirror.open(two, writable: false, truncate: false)
+        try mirror.release(file)
+        eventually("two.jpg cached") { try mirror.extendedAttribute(two, Array("user.albumfs.storage".utf8)) == bytes("both") }
+
+        _ = try s.library.rename(FixedNode.albumsRoot, name("A"), to: FixedNode.albumsRoot, name("B"), by: TestStore.owner)
+        _ = try s.library.unlink(TestStore.roll, name("one.jpg"))
+        _ = try s.createFile(TestStore.roll, "three.jpg", contents: bytes("three"))
+        try f.synced()
+        eventually("another snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        let refreshed = try mirror.refreshMirror()
+        guard case .refreshed(let snapshot, _) = refreshed else { Issue.record("not refreshed: \(refreshed)"); return }
+        #expect(snapshot > first)
+        #expect(try Self.listing(mirror) == Self.listing(s.library))
+        let names = told.withLock { $0.flatMap(\.entries) }.map { "\($0.directory) \(String(decoding: $0.name, as: UTF8.self))" }
+        for gone in ["\(FixedNode.albumsRoot) A", "\(TestStore.roll) one.jpg", "\(album) one.jpg"] {
+            #expect(names.contains(gone), "the kernel is not told that \(gone) went")
+        }
+        #expect(try mirror.extendedAttribute(two, Array("user.albumfs.storage".utf8)) == bytes("both"), "an unchanged original stays cached")
+        #expect(try mirror.refreshMirror() == .unchanged(snapshot: snapshot))
+        #expect(throws: LibraryError.notSupported) { try s.library.refreshMirror() }
+        s.library.stopRemoteSync()
+    }
+
     @Test("a snapshot is the database's rows (SnapshotFormat); one an older version wrote, a copy of the database file, still recovers")
     func olderSnapshotFormat() throws {
         let f = try RemoteFixture(snapshotSettle: 3600)

@@ -191,3 +191,50 @@ def test_a_second_device_browses_the_last_snapshot_read_only(library, mount_fact
     mirror.unmount()
     mirror.start(["ro"], flags=remote)
     assert listing(mirror.mp) == listing(m.mp)
+
+
+def test_refresh_shows_the_newest_snapshot_at_once(library, mount_factory, tmp_path):
+    """§ Surviving the machine, a second device: `albumfs refresh MNT` takes the writer's newer
+    snapshot while mounted. When it returns, every path shows it, though the kernel had the old
+    names, listings and attributes cached (an import, an album renamed, an entry unlinked, a
+    delete, a favorite, an update by rename-over); an original already read stays cached unless
+    its object changed (the updated one reads its new bytes). A second refresh changes nothing;
+    the writer's own mount has nothing to refresh."""
+    m = library
+    photos = {f"IMG_{i}.JPG": payload(20_000 + 100 * i, f"f{i}") for i in range(5)}
+    for name, data in photos.items():
+        write(m.roll / name, data)
+    (m.albums / "Shared").mkdir()
+    for name in ("IMG_1.JPG", "IMG_2.JPG"):
+        os.link(m.roll / name, m.albums / "Shared" / name)
+    sync(m)
+    remote = ["--remote", f"s3://{m.bucket}/lib", "--endpoint", m.gateway.endpoint]
+    mirror = mount_factory("mirror", store=tmp_path / "cache", make_store=False, env=m.keys, start=False)
+    mirror.start(["ro"], flags=remote)
+    assert listing(mirror.mp) == listing(m.mp)   # every name, listing and original now in the caches
+    assert os.getxattr(mirror.roll / "IMG_1.JPG", "user.albumfs.storage") == b"both"
+
+    write(m.roll / "IMG_5.JPG", payload(26_000, "f5"))
+    os.link(m.roll / "IMG_5.JPG", m.albums / "Shared" / "IMG_5.JPG")
+    os.unlink(m.albums / "Shared" / "IMG_2.JPG")
+    os.rename(m.albums / "Shared", m.albums / "Trip")
+    os.unlink(m.roll / "IMG_3.JPG")
+    os.link(m.roll / "IMG_4.JPG", m.mp / "Smart Albums" / "Favorites" / "IMG_4.JPG")
+    write(m.roll / ".IMG_0.JPG.tmp", payload(31_000, "edited"))
+    os.rename(m.roll / ".IMG_0.JPG.tmp", m.roll / "IMG_0.JPG")
+    sync(m)
+    writer = listing(m.mp)
+    assert "Albums/Shared" in listing(mirror.mp), "the mirror shows the snapshot it holds until a refresh"
+
+    out = run([ALBUMFS, "refresh", mirror.mp], text=True, timeout=120).stdout
+    assert out.startswith("refreshed: "), out
+    # (Before the listing, which reads every original.)
+    assert os.getxattr(mirror.roll / "IMG_1.JPG", "user.albumfs.storage") == b"both", "an unchanged original stays cached"
+    assert os.getxattr(mirror.roll / "IMG_0.JPG", "user.albumfs.storage") == b"remote", "an updated one is fetched anew"
+    assert listing(mirror.mp) == writer
+    assert (mirror.roll / "IMG_0.JPG").read_bytes() == payload(31_000, "edited")
+
+    again = run([ALBUMFS, "refresh", mirror.mp], text=True, timeout=120).stdout
+    assert again.startswith("unchanged: "), again
+    own = subprocess.run([ALBUMFS, "refresh", m.mp], capture_output=True, text=True, timeout=60)
+    assert own.returncode == 2 and "not a second device" in own.stderr, own

@@ -105,6 +105,14 @@ final class Download: Sendable {
         }
     }
 
+    /// Waits until the download ended, however it ended (or nothing came
+    /// for `timeout`).
+    func waitForEnd() {
+        _ = state.wait(deadline: { max(WaitableValue<State>.now(), $0.lastProgress) + self.timeout }) { state -> Bool? in
+            state.outcome != nil ? true : nil
+        }
+    }
+
     private func wait(_ ready: (inout State) -> Bool?) throws(LibraryError) {
         let timeout = self.timeout
         let started = WaitableValue<State>.now()

@@ -14,17 +14,137 @@ extension Library {
     /// go with it). Returns the snapshot it holds (nil: none in the bucket).
     public static func prepareMirror(at location: StoreLocation, of remote: RemoteConfiguration, from backend: any ObjectBackend,
                                      owner: Caller, progress: (String) -> Void = { _ in }) throws -> String? {
-        let newest = try backend.list(Snapshots.prefix).map(\.key).filter { Snapshots.time(of: $0) != nil }.max()
-        let marker = "mirror-of"
+        let newest = try newestSnapshot(in: backend)
         if location.holdsStore {
-            if let held = location.readSmallFile(marker), held == (newest ?? "") { return newest }
+            if let held = location.readSmallFile(mirrorMarker), held == (newest ?? "") { return newest }
             progress("a newer snapshot: rebuilding the cache \(location.root)")
-            try ContentStore(directory: location.contentPath).removeEverything()
-            for path in [location.databasePath, location.walPath, location.databasePath + "-shm", location.root + "/" + marker] { _ = Glibc.unlink(path) }
+            try discardStore(at: location)
         }
         let (library, _) = try recover(from: backend, remote: remote, at: nil, into: location, owner: owner, progress: progress)
         withExtendedLifetime(library) {}
-        try location.writeSmallFile(marker, newest ?? "")
+        try location.writeSmallFile(mirrorMarker, newest ?? "")
         return newest
+    }
+
+    /// The file in a second device's cache that names the snapshot it holds.
+    private static let mirrorMarker = "mirror-of"
+
+    private static func newestSnapshot(in backend: any ObjectBackend) throws -> String? {
+        try backend.list(Snapshots.prefix).map(\.key).filter { Snapshots.time(of: $0) != nil }.max()
+    }
+
+    /// Removes the store at `location`: its data, its database and the mirror's marker.
+    private static func discardStore(at location: StoreLocation) throws(LibraryError) {
+        try ContentStore(directory: location.contentPath).removeEverything()
+        for path in [location.databasePath, location.walPath, location.databasePath + "-shm", location.root + "/" + mirrorMarker] {
+            _ = Glibc.unlink(path)
+        }
+    }
+
+    /// What `albumfs refresh` did.
+    public enum Refresh: Sendable, Equatable {
+        /// The mount already showed the bucket's newest snapshot.
+        case unchanged(snapshot: String?)
+        /// It shows `snapshot` now; `assets` of it changed.
+        case refreshed(snapshot: String, assets: Int)
+
+        public var description: String {
+            switch self {
+            case .unchanged(let snapshot): return "unchanged: \(snapshot ?? "no snapshot in the bucket")"
+            case .refreshed(let snapshot, let assets): return "refreshed: \(snapshot) (\(assets) asset\(assets == 1 ? "" : "s") changed)"
+            }
+        }
+    }
+
+    /// A second device's mount takes the bucket's newest snapshot (and the
+    /// uploads after it) while mounted (`albumfs refresh`): a store is
+    /// recovered from it beside the cache, and its rows become the live
+    /// database's in one transaction; what the kernel cached of the old
+    /// rows is sent to `backgroundChanges` (names, listings, attributes).
+    /// Cached originals whose object is unchanged stay; the others go. A
+    /// download of an asset that changes is waited for first (it fetches the
+    /// old object into the file a new one would use). One at a time.
+    public func refreshMirror() throws(LibraryError) -> Refresh {
+        guard let remote, let held = location.readSmallFile(Self.mirrorMarker) else {
+            throw .notSupported   // not a second device's mount: its own store changes it
+        }
+        guard let backend = remoteSync.withLock({ $0 })?.backend else { throw .notSupported }
+        return try refreshing.withLock { _ throws(LibraryError) -> Refresh in
+            let newest: String?
+            do { newest = try Self.newestSnapshot(in: backend) } catch { throw .remote("refresh: the bucket cannot be listed: \(error)") }
+            guard let newest, newest != held else { return .unchanged(snapshot: newest ?? (held.isEmpty ? nil : held)) }
+            let next = StoreLocation(path: location.root + "/refreshing")
+            try? Self.discardStore(at: next)
+            _ = Glibc.rmdir(next.root)
+            defer { try? Self.discardStore(at: next); _ = Glibc.rmdir(next.root) }
+            let snapshot: String
+            // As the mount's cache was made: owned as its root is, with this mount's clock and trash.
+            guard let root = try read({ db in try db.attributes(of: FixedNode.root) }) else { throw .notFound }
+            var recovery = LibraryOptions(trashDays: options.trashDays, clockOffset: options.clockOffset)
+            recovery.log = options.log
+            do {
+                let (library, report) = try Self.recover(from: backend, remote: remote, at: nil, into: next,
+                                                         owner: Caller(uid: root.uid, gid: root.gid), options: recovery)
+                withExtendedLifetime(library) {}
+                snapshot = report.snapshot ?? newest
+            } catch let error as LibraryError {
+                throw error
+            } catch {
+                throw .remote("refresh: the snapshot \(newest) cannot be had: \(error)")
+            }
+            let assets = try takeRows(of: next)
+            try location.writeSmallFile(Self.mirrorMarker, newest)
+            return .refreshed(snapshot: snapshot, assets: assets)
+        }
+    }
+
+    /// The live database takes the rows of the store at `next` (see
+    /// refreshMirror); returns how many assets changed. A download of one of
+    /// them is waited for first (at most three times, each for as long as
+    /// the download's own timeout); one still under way then fails the refresh.
+    private func takeRows(of next: StoreLocation) throws(LibraryError) -> Int {
+        for _ in 0..<3 {
+            let (content, openFiles) = (self.content, self.openFiles)
+            let outcome = try locked { db, _ -> (ChangeSet, Int)? in
+                try db.attachNext(next.databasePath)
+                defer { try? db.detachNext() }
+                guard try db.nextHasSameSchema() else {
+                    throw LibraryError.unusableStore("the bucket's newest snapshot is of another version of albumfs: remount to see it")
+                }
+                let result = try db.transaction { () throws -> (ChangeSet, stale: Set<NodeID>, count: Int)? in
+                    var (changes, touched) = try db.refreshChanges()
+                    guard !downloads.withLock({ running in touched.contains { running[$0] != nil } }) else { return nil }
+                    // The names the views showed of each (computed from the old rows).
+                    for id in touched where try db.kind(of: id) == .asset {
+                        guard let rollName = try db.name(of: id, in: FixedNode.cameraRoll) else { continue }
+                        for entry in try ComputedViews.names(of: id, rollName: rollName, db) {
+                            changes.entry(entry.directory, entry.name)
+                            changes.directory(entry.directory)
+                        }
+                    }
+                    let (cached, valid) = (try db.cachedOriginals(), try db.cachedOriginalsStillValid())
+                    try db.takeRowsOfNext(keepingLocal: valid)
+                    // And the views' listings that gain them.
+                    var count = 0
+                    for id in touched where try db.kind(of: id) == .asset {
+                        count += 1
+                        guard let rollName = try db.name(of: id, in: FixedNode.cameraRoll) else { continue }
+                        for entry in try ComputedViews.names(of: id, rollName: rollName, db) { changes.directory(entry.directory) }
+                    }
+                    return (changes, cached.subtracting(valid), count)
+                }
+                guard let result else { return nil }
+                // In the same lock hold: no download installs a new copy before the old one goes.
+                for id in result.stale { content.remove(id, emptyingFirst: !openFiles.isOpen(id)) }
+                return (result.0, result.count)
+            }
+            if let (changes, count) = outcome {
+                if !changes.isEmpty { backgroundChanges.withLock { $0?(changes) } }
+                return count
+            }
+            let running = downloads.withLock { Array($0.values) }
+            for download in running { download.waitForEnd() }
+        }
+        throw .unavailable("refresh: originals that changed are being fetched; refresh again once they are read")
     }
 }
