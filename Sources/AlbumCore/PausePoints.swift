@@ -40,6 +40,9 @@ public enum PausePoint: Sendable {
     /// Inside a snapshot's read transaction, the copy under way (a test may
     /// change the library here: it must not wait for the copy).
     case snapshotCopying
+    /// A second device's refresh found a download of a changed asset under
+    /// way and is about to wait for it (on the refreshing thread, no lock held).
+    case refreshWaitingForDownload
 }
 
 final class PausePoints: Sendable {

@@ -429,7 +429,7 @@ private final class RefusingStore: ObjectBackend, @unchecked Sendable {
 
 /// The bucket behind a gate the test holds shut: fetches of bytes at or
 /// past `openBelow` wait until `release()` (a pause point in a download).
-private final class GatedBackend: ForwardingBackend, @unchecked Sendable {
+final class GatedBackend: ForwardingBackend, @unchecked Sendable {
     let inner: S3ObjectBackend
     let openBelow: Int64
     private let gate = DispatchSemaphore(value: 0)

@@ -354,6 +354,50 @@ struct RecoveryTests {
         s.library.stopRemoteSync()
     }
 
+    @Test("a refresh waits for the download of an original that changed (it fetches the old object into the file a new one uses): the mirror then reads the new bytes")
+    func mirrorRefreshWaitsForDownload() throws {
+        let f = try RemoteFixture(snapshotSettle: 3600)
+        let s = f.store
+        let chunk = Int(ObjectDigest.chunkSize)
+        let old = (0..<(2 * chunk + 100)).map { UInt8(truncatingIfNeeded: $0 / 4096 &* 7 &+ $0 % 251) }
+        let id = try s.createFile(TestStore.roll, "clip.mov", contents: old)
+        try f.start()
+        try f.synced()
+        eventually("a snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        let cache = StoreLocation(path: s.directory + "/cache")
+        _ = try Library.prepareMirror(at: cache, of: f.remote, from: try f.backend(), owner: TestStore.owner)
+        var options = LibraryOptions()
+        options.remoteTimeout = 30
+        let mirror = try Library(location: cache, owner: TestStore.owner, options: options)
+        // Past its first chunk the old object's download waits for the gate.
+        let gate = GatedBackend(try f.backend(), openBelow: ObjectDigest.chunkSize)
+        mirror.startRemoteSync(gate, mirror: true)
+        defer { gate.release(); mirror.stopRemoteSync() }
+        let reader = try mirror.open(id, writable: false, truncate: false)
+        #expect(try RemoteReadTests.read(mirror, reader, 0..<100) == Array(old[0..<100]))
+
+        let new = old.map { $0 ^ 0x5A }
+        try s.write(id, new)
+        try f.synced()
+        eventually("a snapshot of the update") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        let waited = Atomic<Bool>(false)
+        mirror.pausePoints.install { point throws(LibraryError) in
+            guard point == .refreshWaitingForDownload else { return }
+            waited.store(true, ordering: .relaxed)
+            gate.release()
+        }
+        guard case .refreshed = try mirror.refreshMirror() else { Issue.record("not refreshed"); return }
+        gate.release()
+        let didWait = waited.load(ordering: .relaxed)
+        #expect(didWait, "the refresh did not wait for the old object's download")
+        #expect(try RemoteReadTests.read(mirror, reader, 0..<100) == Array(old[0..<100]), "a handle open across the refresh reads what it opened")
+        try mirror.release(reader)
+        let fresh = try mirror.open(id, writable: false, truncate: false)
+        defer { try? mirror.release(fresh) }
+        #expect(try RemoteReadTests.read(mirror, fresh, 0..<new.count) == new, "the mirror serves the old object after the refresh")
+        s.library.stopRemoteSync()
+    }
+
     @Test("a snapshot is the database's rows (SnapshotFormat); one an older version wrote, a copy of the database file, still recovers")
     func olderSnapshotFormat() throws {
         let f = try RemoteFixture(snapshotSettle: 3600)

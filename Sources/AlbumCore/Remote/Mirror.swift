@@ -143,6 +143,7 @@ extension Library {
                 return count
             }
             let running = downloads.withLock { Array($0.values) }
+            try pausePoints.reached(.refreshWaitingForDownload)
             for download in running { download.waitForEnd() }
         }
         throw .unavailable("refresh: originals that changed are being fetched; refresh again once they are read")
