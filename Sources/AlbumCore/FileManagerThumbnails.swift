@@ -103,9 +103,15 @@ public final class FileManagerThumbnails: Sendable {
     /// cannot be written is logged once, and the listing goes on.
     public func publish(_ directory: NodeID, _ entries: some Collection<DirectoryEntry>) {
         let assets = entries.filter { $0.attributes.kind == .asset }
-        guard !assets.isEmpty, let drawn = try? library.assetsWithThumbnails(assets.map(\.attributes.id)) else { return }
+        guard !assets.isEmpty, var drawn = try? library.assetsWithThumbnails(assets.map(\.attributes.id)) else { return }
+        // A store recovered from the bucket: the thumbnails the bucket holds (at most a second's wait).
+        let (fetched, inBucket) = library.fetchThumbnails(of: assets.map(\.attributes.id).filter { !drawn.contains($0) })
+        drawn.formUnion(fetched)
         // A file with no thumbnail whose data is local: nothing to do (not even a look in the cache).
-        let wanted = assets.filter { drawn.contains($0.attributes.id) || $0.attributes.isRemoteOnly }
+        // One whose thumbnail is still on its way: nothing yet (a failed marker would stay).
+        let wanted = assets.filter {
+            drawn.contains($0.attributes.id) || ($0.attributes.isRemoteOnly && !inBucket.contains($0.attributes.id))
+        }
         guard !wanted.isEmpty, let path = try? library.path(ofDirectory: directory) else { return }
         let prefix = Array(mountPoint.utf8) + path.flatMap { [UInt8(ascii: "/")] + $0 } + [UInt8(ascii: "/")]
         var missing: [(id: NodeID, uri: String, md5: String, seconds: Int64, key: UInt64, directory: String)] = []

@@ -18,6 +18,9 @@ extension Library {
     /// On the root, with a remote: `1` while the library has changes no
     /// snapshot in the bucket holds (SEMANTICS.md § Surviving the machine).
     static let snapshottingAttribute: Name = Array("user.albumfs.snapshotting".utf8)
+    /// On the root, with a remote: how many thumbnails wait to be stored in
+    /// the bucket beside their originals (SEMANTICS.md § Thumbnails).
+    static let thumbnailingAttribute: Name = Array("user.albumfs.thumbnailing".utf8)
     /// On a second device's root: read, it takes the bucket's newest
     /// snapshot (`albumfs refresh`) and says `unchanged: …`, `refreshed: …`
     /// or `failed: …` (SEMANTICS.md § Surviving the machine).
@@ -94,6 +97,11 @@ extension Library {
                 let pending = snapshotPending
                 if pending { hurrySnapshot() }
                 return Array((pending ? "1" : "0").utf8)
+            }
+            if id == FixedNode.root, name == Self.thumbnailingAttribute, remote != nil, !isReadOnly {
+                let waiting = try read { db in try db.thumbnailsToStoreCount() }
+                if waiting > 0 { remoteSync.withLock { $0 }?.wake() }
+                return Array(String(waiting).utf8)
             }
             if id == FixedNode.root, name == Self.refreshAttribute, remote != nil {
                 do {

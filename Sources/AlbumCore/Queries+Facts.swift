@@ -1,4 +1,5 @@
 import SQLiteKit
+import Digests
 
 /// The SQL of what albumfs knows of each asset, and of the computed views.
 /// Callers hold the library's database lock.
@@ -37,6 +38,9 @@ extension Database {
         } else {
             try statement("DELETE FROM thumbnails WHERE asset = ?1").bind(.int(asset)).run()
         }
+        // Another picture than the bucket's (or none): stored anew beside the object.
+        try statement("UPDATE remote_objects SET thumbnail_sha256 = NULL WHERE asset = ?1 AND thumbnail_sha256 IS NOT ?2")
+            .bind(.int(asset), png.map { .text(SHA256.hex(SHA256.digest($0))) } ?? .null).run()
     }
 
     func hasThumbnail(_ asset: NodeID) throws -> Bool {

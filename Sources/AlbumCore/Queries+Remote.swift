@@ -97,8 +97,10 @@ extension Database {
     /// not known (`fsck --remote` then checks the size alone).
     func setRemoteObject(_ asset: NodeID, _ digest: ObjectDigest, etag: String?, modified: Nanoseconds) throws {
         let previous = try remoteObject(of: asset)?.digest.sha256
+        // (The thumbnail stored beside the same object stays recorded.)
         try statement("""
-            INSERT OR REPLACE INTO remote_objects(asset, sha256, size, data_mtime, chunk_sha256, etag) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            INSERT OR REPLACE INTO remote_objects(asset, sha256, size, data_mtime, chunk_sha256, etag, thumbnail_sha256)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, (SELECT thumbnail_sha256 FROM remote_objects WHERE asset = ?1 AND sha256 = ?2))
             """).bind(.int(asset), .text(digest.sha256), .int(digest.size), .int(modified), digest.chunks.map { .blob($0) } ?? .null,
                       etag.map { .text($0) } ?? .null).run()
         try statement("DELETE FROM remote_deletes WHERE sha256 = ?1").bind(.text(digest.sha256)).run()

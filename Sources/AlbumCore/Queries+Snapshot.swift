@@ -58,11 +58,14 @@ extension Database {
     /// Builds a new database at `target` from a snapshot's rows: the tables,
     /// their rows, then the indexes (built once, over all of them), the
     /// sequences and the schema version, in one transaction.
-    static func rebuild(from decoder: inout SnapshotDecoder, into target: String) throws {
+    /// `rowsRead` is called every 65,536 rows (and before the indexes),
+    /// with the rows so far.
+    static func rebuild(from decoder: inout SnapshotDecoder, into target: String, rowsRead: (Int) -> Void = { _ in }) throws {
         let copy = try Database(path: target, mode: .readWriteCreate)
         try copy.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN")
         var indexes: [String] = []
         var done = false
+        var rowCount = 0
         while !done {
             switch try decoder.record() {
             case .schema:
@@ -88,6 +91,8 @@ extension Database {
                         for column in 1...columns { try insert.bind(try decoder.value(), at: column) }
                         _ = try insert.step()
                         insert.reset()
+                        rowCount += 1
+                        if rowCount & 0xFFFF == 0 { rowsRead(rowCount) }
                     case .tableEnd: break rows
                     default: throw SnapshotFormat.Corrupt(description: "a record out of place in \(name)")
                     }
@@ -101,6 +106,7 @@ extension Database {
                 throw SnapshotFormat.Corrupt(description: "a row outside a table")
             }
         }
+        rowsRead(rowCount)
         for sql in indexes { try copy.statement(sql).run() }
         try copy.execute("COMMIT")
     }

@@ -344,6 +344,17 @@ enum Schema {
                 FROM nodes WHERE id = \(FixedNode.root);
                 """)
         },
+        .init("thumbnails in the bucket") { db in
+            try db.execute("""
+                -- The SHA-256 of the thumbnail stored beside the asset's object
+                -- (thumbnails/AB/SHA256.png, named by the object's SHA-256);
+                -- NULL: none there yet. Snapshotted: a store recovered from the
+                -- bucket (a second device) fetches what it says, and checks it.
+                ALTER TABLE remote_objects ADD COLUMN thumbnail_sha256 TEXT;
+                -- What the uploader looks through when idle: not every object.
+                CREATE INDEX remote_objects_without_thumbnail ON remote_objects(asset) WHERE thumbnail_sha256 IS NULL;
+                """)
+        },
     ])
 
     /// Creates the fixed directories in a new store, owned by the first mounter.

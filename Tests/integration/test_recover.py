@@ -238,3 +238,43 @@ def test_refresh_shows_the_newest_snapshot_at_once(library, mount_factory, tmp_p
     assert again.startswith("unchanged: "), again
     own = subprocess.run([ALBUMFS, "refresh", m.mp], capture_output=True, text=True, timeout=60)
     assert own.returncode == 2 and "not a second device" in own.stderr, own
+
+
+def test_a_second_device_shows_the_writers_thumbnails_without_fetching_an_original(library, mount_factory, tmp_path):
+    """§ Thumbnails, in the bucket; § Surviving the machine, a second device: the writer stores
+    each photo's thumbnail beside its original (eventual: `user.albumfs.thumbnailing` counts those
+    still to go), its next snapshot records their SHA-256, and a listing on a second device puts
+    them in its user's thumbnail cache, written by albumfs, with every original still only in the
+    bucket. A thumbnail that is not the recorded one is not used."""
+    from test_thumbnails import photo, variant
+    m = library
+    base = photo(tmp_path / "p.jpg", size="800x600")
+    for i in range(3):
+        write(m.roll / f"IMG_{i}.JPG", variant(base, i))
+    index_wait(m.mp)
+    sync(m)
+    deadline = time.monotonic() + SYNC_TIMEOUT
+    while os.getxattr(m.mp, "user.albumfs.thumbnailing") != b"0":
+        assert time.monotonic() < deadline, "the thumbnails did not reach the bucket"
+        time.sleep(0.1)
+    sync(m)   # a snapshot that records them
+    stored = [line.split()[-1] for line in m.gateway.s3cmd("ls", "-r", f"s3://{m.bucket}/lib/thumbnails/").stdout.splitlines()]
+    assert len(stored) == 3 and all(key.endswith(".png") for key in stored), stored
+    # One of them replaced in the bucket by other bytes: the second device must not use it.
+    forged = tmp_path / "forged.png"
+    forged.write_bytes(photo(tmp_path / "other.jpg", colour="green"))
+    m.gateway.s3cmd("put", forged, stored[0])
+
+    remote = ["--remote", f"s3://{m.bucket}/lib", "--endpoint", m.gateway.endpoint]
+    mirror = mount_factory("mirror", store=tmp_path / "cache", make_store=False, env=m.keys, start=False)
+    mirror.start(["ro"], flags=remote)
+    os.listdir(mirror.roll)
+    large = mirror.thumbnail_home / "thumbnails" / "large"
+    written = sorted(large.glob("*.png")) if large.exists() else []
+    assert len(written) == 2, f"{len(written)} thumbnails written, not the 2 whose bytes are the recorded ones"
+    from test_thumbnails import written_by
+    assert all(written_by(p) == "albumfs" for p in written)
+    for i in range(3):
+        assert os.getxattr(mirror.roll / f"IMG_{i}.JPG", "user.albumfs.storage") == b"remote", "an original was fetched"
+    log = (mirror.base / "albumfs.log").read_text()
+    assert "is not the one recorded; not used" in log, log

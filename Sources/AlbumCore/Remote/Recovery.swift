@@ -45,7 +45,7 @@ extension Library {
         for key in snapshots {
             progress("fetching the snapshot \(key) (\((sizes[key] ?? 0) >> 20) MiB)")
             do {
-                try restore(key, from: backend, to: location)
+                try restore(key, from: backend, to: location, progress: progress)
                 report.snapshot = key
                 snapshotTime = Snapshots.time(of: key)
                 break
@@ -97,7 +97,8 @@ extension Library {
     /// content directory of a store all of whose data is remote. A snapshot
     /// is the database's rows (SnapshotFormat), or, from versions before
     /// it, a copy of the database's file.
-    private static func restore(_ key: String, from backend: any ObjectBackend, to location: StoreLocation) throws {
+    private static func restore(_ key: String, from backend: any ObjectBackend, to location: StoreLocation,
+                                progress: (String) -> Void) throws {
         let packedPath = location.root + "/snapshot.zst", partial = location.databasePath + ".recovering"
         defer { _ = Glibc.unlink(packedPath); _ = Glibc.unlink(partial) }
         let packed = Glibc.open(packedPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -108,7 +109,17 @@ extension Library {
         // The rows go from the decompressor straight into the new database (no file of them).
         let reader = try Zstd.Reader(packed)
         if var decoder = try SnapshotDecoder(reading: reader.read) {
-            try Database.rebuild(from: &decoder, into: partial)
+            // How far into the snapshot's bytes the decompressor has read: its time left, at the pace so far.
+            var size = stat()
+            let total = fstat(packed, &size) == 0 ? Double(size.st_size) : 0
+            let started = WaitableValue<Int>.now()
+            try Database.rebuild(from: &decoder, into: partial) { rows in
+                let done = total > 0 ? Double(lseek(packed, 0, SEEK_CUR)) / total : 0
+                let elapsed = WaitableValue<Int>.now() - started
+                let left = done >= 1 ? "; building the indexes"
+                    : done > 0.02 ? ", about \(Int(elapsed / done * (1 - done)) + 1) s left" : ""
+                progress("restoring the snapshot: \(rows) rows, \(Int(done * 100))%\(left)")
+            }
         } else {
             // An older version's snapshot: the database file itself.
             guard lseek(packed, 0, SEEK_SET) == 0 else { throw LibraryError(errno: errno) }

@@ -46,6 +46,9 @@ final class RemoteSync: Sendable {
 
     /// A second device's: no step ever writes to the bucket (only the cache bound runs).
     let mirror: Bool
+    /// Until when listings fetch no thumbnail (monotonic seconds): one failed
+    /// (Library.fetchThumbnails).
+    let thumbnailFetchesPausedUntil = Mutex<Double>(0)
 
     init(backend: any ObjectBackend, settle: Double = 1, mirror: Bool = false) {
         self.backend = backend
@@ -208,10 +211,11 @@ final class RemoteSync: Sendable {
         }
     }
 
-    private enum Outcome { case did, idle, deferred, failed(String) }
+    enum Outcome { case did, idle, deferred, failed(String) }
 
     /// One delete owed (an object, else a companion), else one upload
-    /// queued, else the metadata's snapshot if it is due.
+    /// queued, else the metadata's snapshot if it is due, else thumbnails
+    /// to store beside their objects.
     private func step(_ library: Library) -> Outcome {
         if mirror { return .idle }
         // One writer: nothing goes to the bucket without the lease.
@@ -237,11 +241,17 @@ final class RemoteSync: Sendable {
                 guard batch.count > 1, size <= Self.concurrentUploadLimit else { return try upload(asset, ticket: ticket, library) }
                 return uploadAtOnce(Array(batch), library)
             }
-            guard let due = snapshotDue(library), due <= WaitableValue<Int>.now() else { return .idle }
+            if let due = snapshotDue(library), due <= WaitableValue<Int>.now() {
+                if deferral() != nil { return .deferred }
+                try library.takeSnapshot(backend)
+                snapshotHurried.store(false, ordering: .relaxed)
+                return .did
+            }
+            // Last, the thumbnails other devices browse by (after the snapshot: `sync --wait` is not theirs to wait for).
+            let thumbnails = try library.read(behindRequests: true, { db in try db.thumbnailsToStore(limit: Self.thumbnailsAtOnce) })
+            guard !thumbnails.isEmpty else { return .idle }
             if deferral() != nil { return .deferred }
-            try library.takeSnapshot(backend)
-            snapshotHurried.store(false, ordering: .relaxed)
-            return .did
+            return storeThumbnails(thumbnails, library)
         } catch {
             return .failed("\(error)")
         }
@@ -251,7 +261,7 @@ final class RemoteSync: Sendable {
     /// multipart threshold of the S3 backend: below it, one PUT each).
     static let concurrentUploads = 4
     static let concurrentUploadLimit: Int64 = 64 << 20
-    private let uploadLanes = (0..<RemoteSync.concurrentUploads).map { DispatchQueue(label: "albumfs.upload.\($0)", qos: .utility) }
+    let uploadLanes = (0..<RemoteSync.concurrentUploads).map { DispatchQueue(label: "albumfs.upload.\($0)", qos: .utility) }
 
     /// Uploads `batch` at once, each as `upload` does (its own journal
     /// records); done when all are, failed with the first failure.
@@ -281,6 +291,8 @@ final class RemoteSync: Sendable {
     private func delete(_ sha256: String, _ library: Library) throws -> Outcome {
         if try !library.read(behindRequests: true, { db in try db.isObjectNeeded(sha256) }) {
             try backend.remove(sha256: sha256)
+            // Its thumbnail goes with it (none there: fine).
+            try backend.remove(ThumbnailObjects.key(of: sha256))
         }
         try record(library) { db in
             // Needed again meanwhile (an upload of the same content): its
@@ -339,7 +351,7 @@ final class RemoteSync: Sendable {
 
     /// Writes a step's result, unless the worker was stopped (the store may be
     /// released as soon as `stop` returns).
-    private func record(_ library: Library?, _ body: (Database) throws -> Void) throws {
+    func record(_ library: Library?, _ body: (Database) throws -> Void) throws {
         try library?.write(behindRequests: true) { db in
             guard !isStopped else { return }
             try body(db)

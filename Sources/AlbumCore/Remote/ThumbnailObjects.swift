@@ -1,0 +1,93 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import Digests
+import Synchronization
+
+/// The thumbnails stored in the bucket beside their originals
+/// (SEMANTICS.md § Thumbnails, "In the bucket"): `thumbnails/AB/SHA256.png`,
+/// named by the original's object, so that a store recovered from the
+/// bucket (a second device, `albumfs recover`) shows a folder of photos
+/// without downloading them. The writer stores them after its uploads and
+/// snapshots; the snapshot records each one's SHA-256, which a reader
+/// checks. One goes when its object does.
+enum ThumbnailObjects {
+    static func key(of objectSHA256: String) -> String { "thumbnails/\(objectSHA256.prefix(2))/\(objectSHA256).png" }
+
+    /// How long a listing waits for the thumbnails it fetches, at most.
+    static let listingWait = 1.0
+    /// After a fetch fails (unreachable, refused), listings fetch none for this long.
+    static let pauseAfterFailure = 60.0
+}
+
+extension RemoteSync {
+    /// How many thumbnails one step stores (a PUT of a few KiB each: round trips).
+    static let thumbnailsAtOnce = 32
+
+    /// Stores `thumbnails` in the bucket, spread over the upload lanes, each
+    /// recorded once it is there.
+    func storeThumbnails(_ thumbnails: [(asset: NodeID, object: String, png: [UInt8])], _ library: Library) -> Outcome {
+        let failures = Mutex<[String]>([])
+        let group = DispatchGroup()
+        for (index, item) in thumbnails.enumerated() {
+            uploadLanes[index % uploadLanes.count].async(group: group) { [self] in
+                setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+                defer { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 0) }
+                do {
+                    try backend.put(ThumbnailObjects.key(of: item.object), bytes: item.png)
+                    let sha256 = SHA256.hex(SHA256.digest(item.png))
+                    try record(library) { db in try db.setThumbnailStored(item.asset, object: item.object, sha256: sha256) }
+                } catch {
+                    failures.withLock { $0.append("thumbnail of asset \(item.asset): \(error)") }
+                }
+            }
+        }
+        group.wait()
+        return failures.withLock { $0.first }.map { .failed($0) } ?? .did
+    }
+}
+
+extension Library {
+    /// Brings the thumbnails of `assets` that the bucket holds and this store
+    /// lacks (a store recovered from the bucket), checked against their
+    /// recorded SHA-256, and keeps them. A listing waits for them at most
+    /// `ThumbnailObjects.listingWait` (those later are kept for the next);
+    /// after a failed fetch none is tried for `pauseAfterFailure`, so that a
+    /// listing of an unreachable bucket's library does not wait on it.
+    /// Returns the assets whose thumbnail is here now, and those whose
+    /// thumbnail is in the bucket (fetched or not).
+    func fetchThumbnails(of assets: [NodeID]) -> (fetched: Set<NodeID>, inBucket: Set<NodeID>) {
+        guard remote != nil, let sync = remoteSync.withLock({ $0 }),
+              let wanted = try? read({ db in try db.thumbnailsInBucket(assets) }), !wanted.isEmpty else { return ([], []) }
+        let inBucket = Set(wanted.map(\.asset))
+        guard sync.thumbnailFetchesPausedUntil.withLock({ $0 }) <= WaitableValue<Int>.now() else { return ([], inBucket) }
+        let fetched = Mutex<Set<NodeID>>([])
+        let done = DispatchGroup()
+        let (backend, log) = (sync.backend, options.log)
+        for item in wanted {
+            DispatchQueue.global(qos: .userInitiated).async(group: done) { [weak self] in
+                guard sync.thumbnailFetchesPausedUntil.withLock({ $0 }) <= WaitableValue<Int>.now() else { return }
+                let png: [UInt8]?
+                do {
+                    png = try backend.get(ThumbnailObjects.key(of: item.object))
+                } catch {
+                    let first = sync.thumbnailFetchesPausedUntil.withLock { until in
+                        defer { until = WaitableValue<Int>.now() + ThumbnailObjects.pauseAfterFailure }
+                        return until <= WaitableValue<Int>.now()
+                    }
+                    if first { log("thumbnails: the bucket did not answer (\(error)); none fetched for \(Int(ThumbnailObjects.pauseAfterFailure)) s") }
+                    return
+                }
+                guard let png, SHA256.hex(SHA256.digest(png)) == item.sha256 else {
+                    log("thumbnails: the bucket's thumbnail of asset \(item.asset) is not the one recorded; not used")
+                    return
+                }
+                guard let self, (try? self.write(behindRequests: true, { db in try db.keepFetchedThumbnail(item.asset, png) })) != nil else { return }
+                fetched.withLock { _ = $0.insert(item.asset) }
+            }
+        }
+        _ = done.wait(timeout: .now() + ThumbnailObjects.listingWait)
+        return (fetched.withLock { $0 }, inBucket)
+    }
+}
