@@ -58,9 +58,12 @@ extension Database {
     /// Builds a new database at `target` from a snapshot's rows: the tables,
     /// their rows, then the indexes (built once, over all of them), the
     /// sequences and the schema version, in one transaction.
-    /// `rowsRead` is called every 65,536 rows (and before the indexes),
-    /// with the rows so far.
-    static func rebuild(from decoder: inout SnapshotDecoder, into target: String, rowsRead: (Int) -> Void = { _ in }) throws {
+    /// How far a rebuild is, for its progress: rows inserted so far, or
+    /// indexes built of all.
+    enum RebuildProgress { case rows(Int), indexes(built: Int, of: Int) }
+
+    /// `progress` is told every 65,536 rows, then before each index.
+    static func rebuild(from decoder: inout SnapshotDecoder, into target: String, progress: (RebuildProgress) -> Void = { _ in }) throws {
         let copy = try Database(path: target, mode: .readWriteCreate)
         try copy.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN")
         var indexes: [String] = []
@@ -92,7 +95,7 @@ extension Database {
                         _ = try insert.step()
                         insert.reset()
                         rowCount += 1
-                        if rowCount & 0xFFFF == 0 { rowsRead(rowCount) }
+                        if rowCount & 0xFFFF == 0 { progress(.rows(rowCount)) }
                     case .tableEnd: break rows
                     default: throw SnapshotFormat.Corrupt(description: "a record out of place in \(name)")
                     }
@@ -106,8 +109,10 @@ extension Database {
                 throw SnapshotFormat.Corrupt(description: "a row outside a table")
             }
         }
-        rowsRead(rowCount)
-        for sql in indexes { try copy.statement(sql).run() }
+        for (built, sql) in indexes.enumerated() {
+            progress(.indexes(built: built, of: indexes.count))
+            try copy.statement(sql).run()
+        }
         try copy.execute("COMMIT")
     }
 

@@ -26,6 +26,10 @@ extension Library {
     /// this long before the snapshot are still read.
     static let clockMargin = 3600
 
+    /// How long a recovery's indexes take, as a share of its rows' time (a
+    /// 1,000,000-asset snapshot: 2.4 s after 4.9 s), for the time left it shows.
+    static let indexShare = 0.5
+
     /// Builds a new store at `location` from `backend`: `at` is a stamp
     /// (`YYYYMMDDTHHMMSSmmm`, or a prefix of one) the snapshot may not be
     /// newer than. `progress` is told what is being done.
@@ -109,16 +113,25 @@ extension Library {
         // The rows go from the decompressor straight into the new database (no file of them).
         let reader = try Zstd.Reader(packed)
         if var decoder = try SnapshotDecoder(reading: reader.read) {
-            // How far into the snapshot's bytes the decompressor has read: its time left, at the pace so far.
+            // How far into the snapshot's bytes the decompressor has read, and the
+            // indexes after the rows: the time left at the pace so far.
             var size = stat()
             let total = fstat(packed, &size) == 0 ? Double(size.st_size) : 0
             let started = WaitableValue<Int>.now()
-            try Database.rebuild(from: &decoder, into: partial) { rows in
-                let done = total > 0 ? Double(lseek(packed, 0, SEEK_CUR)) / total : 0
+            var rowsTook: Double?
+            try Database.rebuild(from: &decoder, into: partial) { step in
                 let elapsed = WaitableValue<Int>.now() - started
-                let left = done >= 1 ? "; building the indexes"
-                    : done > 0.02 ? ", about \(Int(elapsed / done * (1 - done)) + 1) s left" : ""
-                progress("restoring the snapshot: \(rows) rows, \(Int(done * 100))%\(left)")
+                switch step {
+                case .rows(let rows):
+                    let done = total > 0 ? min(1, Double(lseek(packed, 0, SEEK_CUR)) / total) : 0
+                    let left = done > 0.02 ? ", about \(Int(elapsed / done * (1 - done + Self.indexShare)) + 1) s left" : ""
+                    progress("restoring the snapshot: \(rows) rows, \(Int(done * 100))%\(left)")
+                case .indexes(let built, let count):
+                    let rows = rowsTook ?? elapsed
+                    rowsTook = rows
+                    let left = max(1, Int(rows * Self.indexShare - (elapsed - rows)) + 1)
+                    progress("restoring the snapshot: building its indexes, \(built)/\(count), about \(left) s left")
+                }
             }
         } else {
             // An older version's snapshot: the database file itself.
