@@ -43,6 +43,9 @@ public enum PausePoint: Sendable {
     /// A second device's refresh found a download of a changed asset under
     /// way and is about to wait for it (on the refreshing thread, no lock held).
     case refreshWaitingForDownload
+    /// A second device's refresh has found what the new snapshot changes,
+    /// before it takes the database lock to swap (on the refreshing thread).
+    case refreshCompared
 }
 
 final class PausePoints: Sendable {

@@ -1,10 +1,11 @@
 import SQLiteKit
 
 /// The SQL of a second device's refresh (SEMANTICS.md § Surviving the
-/// machine, "A second device"): the live database takes the rows of a store
-/// recovered from a newer snapshot, attached as `next`, in one transaction
-/// of the caller's, who holds the library's database lock. What the kernel
-/// may have cached of the old rows is found first (`refreshChanges`).
+/// machine, "A second device"): a connection of the refresh's own, with a
+/// store recovered from a newer snapshot attached as `next`, finds what
+/// the kernel may have cached of the live rows that `next` changes
+/// (`refreshChanges`); the live connection then takes `next`'s pages
+/// (`Database.replaceContents`) and keeps its cached originals.
 extension Database {
     /// Tables of this machine's own state, which no snapshot carries (a
     /// recovered store has them empty, but for `evicted`: every asset).
@@ -87,35 +88,22 @@ extension Database {
             """).all { $0.text(0) }.filter { !Self.localStateTables.contains($0) && !Self.tablesNotSnapshotted.contains($0) }
     }
 
-    /// Assets whose data this machine has (not evicted) and that `next`
-    /// records with the same object: their cached originals stay.
-    func cachedOriginalsStillValid() throws -> Set<NodeID> {
-        Set(try statement("""
-            SELECT r.asset FROM main.remote_objects r JOIN next.remote_objects n ON n.asset = r.asset AND n.sha256 = r.sha256
-            WHERE NOT EXISTS (SELECT 1 FROM main.evicted e WHERE e.asset = r.asset)
-            """).all { NodeID(bitPattern: $0.int64(0)) })
+    /// The thumbnails here whose picture `next` records in the bucket too
+    /// go into `next` (a refresh does not fetch them again).
+    func keepThumbnailsInNext() throws {
+        try execute("""
+            INSERT OR IGNORE INTO next.thumbnails(asset, png)
+            SELECT t.asset, t.png FROM main.thumbnails t
+            JOIN main.remote_objects o ON o.asset = t.asset
+            JOIN next.remote_objects n ON n.asset = t.asset AND n.sha256 = o.sha256 AND n.thumbnail_sha256 IS o.thumbnail_sha256
+            WHERE n.thumbnail_sha256 IS NOT NULL AND EXISTS (SELECT 1 FROM next.asset_facts f WHERE f.asset = t.asset)
+            """)
     }
 
-    /// Assets whose data this machine has (not evicted).
-    func cachedOriginals() throws -> Set<NodeID> {
-        Set(try statement("""
-            SELECT asset FROM main.remote_objects r WHERE NOT EXISTS (SELECT 1 FROM main.evicted e WHERE e.asset = r.asset)
-            """).all { NodeID(bitPattern: $0.int64(0)) })
-    }
-
-    /// Every table's rows become `next`'s (its sequences too), in the
-    /// caller's transaction; `keep` stay local (not evicted). Foreign keys
-    /// are checked at the commit: the rows go out first, then come in.
-    func takeRowsOfNext(keepingLocal keep: Set<NodeID>) throws {
-        try execute("PRAGMA defer_foreign_keys = ON")
-        var tables = try statement("""
-            SELECT name FROM next.sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name
-            """).all { $0.text(0) }
-        if try scalarInt("SELECT count(*) FROM next.sqlite_schema WHERE name = 'sqlite_sequence'") == 1 {
-            tables.append("sqlite_sequence")
-        }
-        for table in tables { try statement("DELETE FROM main.\"\(table)\"").run() }
-        for table in tables { try statement("INSERT INTO main.\"\(table)\" SELECT * FROM next.\"\(table)\"").run() }
-        for id in keep { try unmarkEvicted(id) }
+    /// The assets whose data this machine has (not evicted), with their objects.
+    func cachedOriginals() throws -> [(asset: NodeID, sha256: String)] {
+        try statement("""
+            SELECT asset, sha256 FROM remote_objects r WHERE NOT EXISTS (SELECT 1 FROM evicted e WHERE e.asset = r.asset)
+            """).all { (NodeID(bitPattern: $0.int64(0)), $0.text(1)) }
     }
 }

@@ -83,6 +83,21 @@ public final class Database: @unchecked Sendable {
         }
     }
 
+    /// Makes this database's every page the database at `path`'s (SQLite's
+    /// backup API, in one step: one transaction on this connection, which
+    /// keeps its statements; they are prepared again for the new schema).
+    public func replaceContents(withDatabaseAt path: String) throws {
+        let source = try Database(path: path, mode: .readOnly)
+        guard let backup = sqlite3_backup_init(handle, "main", source.handle, "main") else {
+            throw SQLiteError(code: sqlite3_errcode(handle), message: lastErrorMessage, sql: "backup from \(path)")
+        }
+        let stepped = sqlite3_backup_step(backup, -1)
+        let finished = sqlite3_backup_finish(backup)
+        guard stepped == SQLITE_DONE, finished == SQLITE_OK else {
+            throw SQLiteError(code: stepped == SQLITE_DONE ? finished : stepped, message: lastErrorMessage, sql: "backup from \(path)")
+        }
+    }
+
     /// True when SQLite fell back to read-only (the file is not writable).
     public var isReadOnly: Bool { sqlite3_db_readonly(handle, "main") == 1 }
 

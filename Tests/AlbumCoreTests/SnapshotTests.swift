@@ -340,7 +340,23 @@ struct RecoveryTests {
         _ = try s.createFile(TestStore.roll, "three.jpg", contents: bytes("three"))
         try f.synced()
         eventually("another snapshot") { try s.library.extendedAttribute(TestStore.root, Self.snapshotting) == bytes("0") }
+        // The comparison holds no lock: the mount answers meanwhile (another thread's lookup).
+        let answered = Mutex<Bool?>(nil)
+        mirror.pausePoints.install { point throws(LibraryError) in
+            guard point == .refreshCompared else { return }
+            let done = DispatchSemaphore(value: 0)
+            let found = Mutex(false)
+            DispatchQueue.global().async {
+                let answer = (try? mirror.lookup(TestStore.roll, name("two.jpg"))) != nil
+                found.withLock { $0 = answer }
+                done.signal()
+            }
+            let inTime = done.wait(timeout: .now() + 5) == .success
+            answered.withLock { $0 = inTime && found.withLock { $0 } }
+        }
         let refreshed = try mirror.refreshMirror()
+        mirror.pausePoints.install(nil)
+        #expect(answered.withLock { $0 } == true, "a lookup waited for the refresh's comparison")
         guard case .refreshed(let snapshot, _) = refreshed else { Issue.record("not refreshed: \(refreshed)"); return }
         #expect(snapshot > first)
         #expect(try Self.listing(mirror) == Self.listing(s.library))

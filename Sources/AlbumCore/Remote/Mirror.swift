@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SQLiteKit
 
 /// A second device's view of a library (SEMANTICS.md § Surviving the
 /// machine): `albumfs mount --remote s3://… -o ro` with no store of its own.
@@ -98,54 +99,86 @@ extension Library {
         }
     }
 
-    /// The live database takes the rows of the store at `next` (see
-    /// refreshMirror); returns how many assets changed. A download of one of
-    /// them is waited for first (at most three times, each for as long as
-    /// the download's own timeout); one still under way then fails the refresh.
+    /// The live database becomes the store at `next`'s (see
+    /// refreshMirror); returns how many assets changed. What changes is
+    /// found first on connections of its own, with no lock held (the mount
+    /// serves on: at 1,000,000 assets this is seconds); under the database
+    /// lock only the pages are copied (SQLite's backup) and the cached
+    /// originals sorted. A download of a changed asset is waited for first
+    /// (at most three times, each for as long as the download's own
+    /// timeout); one still under way then fails the refresh.
     private func takeRows(of next: StoreLocation) throws(LibraryError) -> Int {
+        let (changes, touched, assets) = try changes(to: next)
+        try pausePoints.reached(.refreshCompared)
         for _ in 0..<3 {
             let (content, openFiles) = (self.content, self.openFiles)
-            let outcome = try locked { db, _ -> (ChangeSet, Int)? in
-                try db.attachNext(next.databasePath)
-                defer { try? db.detachNext() }
-                guard try db.nextHasSameSchema() else {
-                    throw LibraryError.unusableStore("the bucket's newest snapshot is of another version of albumfs: remount to see it")
-                }
-                let result = try db.transaction { () throws -> (ChangeSet, stale: Set<NodeID>, count: Int)? in
-                    var (changes, touched) = try db.refreshChanges()
-                    guard !downloads.withLock({ running in touched.contains { running[$0] != nil } }) else { return nil }
-                    // The names the views showed of each (computed from the old rows).
-                    for id in touched where try db.kind(of: id) == .asset {
-                        guard let rollName = try db.name(of: id, in: FixedNode.cameraRoll) else { continue }
-                        for entry in try ComputedViews.names(of: id, rollName: rollName, db) {
-                            changes.entry(entry.directory, entry.name)
-                            changes.directory(entry.directory)
-                        }
+            let swapped = try locked { db, _ -> Bool in
+                guard !downloads.withLock({ running in touched.contains { running[$0] != nil } }) else { return false }
+                let cached = try db.cachedOriginals()
+                try db.replaceContents(withDatabaseAt: next.databasePath)
+                // The originals here stay local where the new snapshot records the same
+                // object; the others go, in this lock hold (no download installs a
+                // new copy before). The commit also moves the change count on.
+                let stale = try db.transaction { () throws -> [NodeID] in
+                    var stale: [NodeID] = []
+                    for (asset, sha256) in cached {
+                        if try db.remoteObject(of: asset)?.digest.sha256 == sha256 { try db.unmarkEvicted(asset) } else { stale.append(asset) }
                     }
-                    let (cached, valid) = (try db.cachedOriginals(), try db.cachedOriginalsStillValid())
-                    try db.takeRowsOfNext(keepingLocal: valid)
-                    // And the views' listings that gain them.
-                    var count = 0
-                    for id in touched where try db.kind(of: id) == .asset {
-                        count += 1
-                        guard let rollName = try db.name(of: id, in: FixedNode.cameraRoll) else { continue }
-                        for entry in try ComputedViews.names(of: id, rollName: rollName, db) { changes.directory(entry.directory) }
-                    }
-                    return (changes, cached.subtracting(valid), count)
+                    return stale
                 }
-                guard let result else { return nil }
-                // In the same lock hold: no download installs a new copy before the old one goes.
-                for id in result.stale { content.remove(id, emptyingFirst: !openFiles.isOpen(id)) }
-                return (result.0, result.count)
+                for id in stale { content.remove(id, emptyingFirst: !openFiles.isOpen(id)) }
+                return true
             }
-            if let (changes, count) = outcome {
+            if swapped {
                 if !changes.isEmpty { backgroundChanges.withLock { $0?(changes) } }
-                return count
+                return assets
             }
             let running = downloads.withLock { Array($0.values) }
             try pausePoints.reached(.refreshWaitingForDownload)
             for download in running { download.waitForEnd() }
         }
         throw .unavailable("refresh: originals that changed are being fetched; refresh again once they are read")
+    }
+
+    /// What the kernel may hold that the store at `next` changes (names, listings,
+    /// attributes, the views' names of each asset concerned), and the assets
+    /// concerned; the thumbnails still right go into `next`. On connections of
+    /// their own (the live database only read).
+    private func changes(to next: StoreLocation) throws(LibraryError) -> (changes: ChangeSet, touched: Set<NodeID>, assets: Int) {
+        try mappingErrors {
+            var changes: ChangeSet, touched: Set<NodeID>, wereAssets: Set<NodeID>
+            do {
+                let live = try Database(path: location.databasePath, mode: .readWrite)
+                live.setBusyTimeout(milliseconds: 10_000)
+                try live.attachNext(next.databasePath)
+                defer { try? live.detachNext() }
+                guard try live.nextHasSameSchema() else {
+                    throw LibraryError.unusableStore("the bucket's newest snapshot is of another version of albumfs: remount to see it")
+                }
+                (changes, touched) = try live.refreshChanges()
+                wereAssets = try Self.viewNames(of: touched, in: live, into: &changes, entries: true)
+                try live.keepThumbnailsInNext()
+            }
+            let nextDatabase = try Database(path: next.databasePath, mode: .readOnly)
+            let areAssets = try Self.viewNames(of: touched, in: nextDatabase, into: &changes, entries: false)
+            return (changes, touched, wereAssets.union(areAssets).count)
+        }
+    }
+
+    /// The names the views show of each asset of `touched` in `db`: their
+    /// listings (and, for the old rows, `entries`: the names themselves).
+    /// Returns which of `touched` are assets there.
+    @discardableResult
+    private static func viewNames(of touched: Set<NodeID>, in db: Database, into changes: inout ChangeSet, entries: Bool) throws -> Set<NodeID> {
+        var assets = Set<NodeID>()
+        for id in touched where try db.kind(of: id) == .asset {
+            assets.insert(id)
+            guard let rollName = try db.name(of: id, in: FixedNode.cameraRoll) else { continue }
+            for entry in try ComputedViews.names(of: id, rollName: rollName, db) {
+                if entries { changes.entry(entry.directory, entry.name) }
+                changes.directory(entry.directory)
+            }
+        }
+        return assets
     }
 }
