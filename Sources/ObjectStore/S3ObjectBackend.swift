@@ -185,6 +185,14 @@ public final class S3ObjectBackend: @unchecked Sendable {
         }
     }
 
+    /// A small object for a reader, on a fetch connection (taken in turn).
+    public func getForReader(_ key: String) throws -> [UInt8]? {
+        let fetcher = fetchers[Int(nextFetcher.add(1, ordering: .relaxed).oldValue % UInt(fetchers.count))]
+        return try fetcher.run { (s3) throws(ObjectStoreError) -> [UInt8]? in
+            do throws(ObjectStoreError) { return try s3.get(key) } catch .notFound { return nil }
+        }
+    }
+
     public func list(_ prefix: String) throws -> [(key: String, size: Int64, modified: Int64?)] {
         try client.run { (s3) throws(ObjectStoreError) in try s3.list(prefix).map { ($0.key, $0.size, $0.lastModified) } }
     }

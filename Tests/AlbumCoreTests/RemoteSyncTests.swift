@@ -365,6 +365,7 @@ extension ForwardingBackend {
     func put(_ key: String, bytes: [UInt8]) throws { try inner.put(key, bytes: bytes) }
     func get(_ key: String, into descriptor: Int32) throws -> Int64 { try inner.get(key, into: descriptor) }
     func get(_ key: String) throws -> [UInt8]? { try inner.get(key) }
+    func getForReader(_ key: String) throws -> [UInt8]? { try inner.getForReader(key) }
     func list(_ prefix: String) throws -> [ListedObject] { try inner.list(prefix) }
     func remove(_ key: String) throws { try inner.remove(key) }
     // The originals too, unless the test's bucket steps in.

@@ -59,9 +59,9 @@ extension Library {
 
     /// A second device's mount takes the bucket's newest snapshot (and the
     /// uploads after it) while mounted (`albumfs refresh`): a store is
-    /// recovered from it beside the cache, and its rows become the live
-    /// database's in one transaction; what the kernel cached of the old
-    /// rows is sent to `backgroundChanges` (names, listings, attributes).
+    /// recovered from it beside the cache, and the live database becomes
+    /// that one in one step; what the kernel cached of the old rows is sent
+    /// to `backgroundChanges` (names, listings, attributes).
     /// Cached originals whose object is unchanged stay; the others go. A
     /// download of an asset that changes is waited for first (it fetches the
     /// old object into the file a new one would use). One at a time.
@@ -93,7 +93,7 @@ extension Library {
             } catch {
                 throw .remote("refresh: the snapshot \(newest) cannot be had: \(error)")
             }
-            let assets = try takeRows(of: next)
+            let assets = try takeDatabase(of: next)
             try location.writeSmallFile(Self.mirrorMarker, newest)
             return .refreshed(snapshot: snapshot, assets: assets)
         }
@@ -107,7 +107,7 @@ extension Library {
     /// originals sorted. A download of a changed asset is waited for first
     /// (at most three times, each for as long as the download's own
     /// timeout); one still under way then fails the refresh.
-    private func takeRows(of next: StoreLocation) throws(LibraryError) -> Int {
+    private func takeDatabase(of next: StoreLocation) throws(LibraryError) -> Int {
         let (changes, touched, assets) = try changes(to: next)
         try pausePoints.reached(.refreshCompared)
         for _ in 0..<3 {

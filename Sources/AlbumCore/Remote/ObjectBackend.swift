@@ -55,8 +55,15 @@ public protocol ObjectBackend: Sendable {
     func get(_ key: String, into descriptor: Int32) throws -> Int64
     /// The object `key`'s bytes (a small one); nil: there is none.
     func get(_ key: String) throws -> [UInt8]?
+    /// The same, for a reader (a listing's thumbnail): on the connections
+    /// originals are fetched on, within their timeouts, never behind an upload.
+    func getForReader(_ key: String) throws -> [UInt8]?
     /// The objects whose keys start with `prefix`, in key order.
     func list(_ prefix: String) throws -> [ListedObject]
     /// Removes the object `key` (none there: fine).
     func remove(_ key: String) throws
+}
+
+extension ObjectBackend {
+    public func getForReader(_ key: String) throws -> [UInt8]? { try get(key) }
 }

@@ -17,6 +17,8 @@ enum ThumbnailObjects {
 
     /// How long a listing waits for the thumbnails it fetches, at most.
     static let listingWait = 1.0
+    /// How many thumbnails a listing fetches at once (the backend's fetch connections).
+    static let fetchersAtOnce = 3
     /// After a fetch fails (unreachable, refused), listings fetch none for this long.
     static let pauseAfterFailure = 60.0
 }
@@ -65,26 +67,32 @@ extension Library {
         let fetched = Mutex<Set<NodeID>>([])
         let done = DispatchGroup()
         let (backend, log) = (sync.backend, options.log)
-        for item in wanted {
+        // A few fetchers, each taking the next thumbnail: bounded threads, whatever the listing's size.
+        let next = Atomic<Int>(0)
+        for _ in 0..<min(wanted.count, ThumbnailObjects.fetchersAtOnce) {
             DispatchQueue.global(qos: .userInitiated).async(group: done) { [weak self] in
-                guard sync.thumbnailFetchesPausedUntil.withLock({ $0 }) <= WaitableValue<Int>.now() else { return }
-                let png: [UInt8]?
-                do {
-                    png = try backend.get(ThumbnailObjects.key(of: item.object))
-                } catch {
-                    let first = sync.thumbnailFetchesPausedUntil.withLock { until in
-                        defer { until = WaitableValue<Int>.now() + ThumbnailObjects.pauseAfterFailure }
-                        return until <= WaitableValue<Int>.now()
+                while true {
+                    let index = next.add(1, ordering: .relaxed).oldValue
+                    guard index < wanted.count, sync.thumbnailFetchesPausedUntil.withLock({ $0 }) <= WaitableValue<Int>.now() else { return }
+                    let item = wanted[index]
+                    let png: [UInt8]?
+                    do {
+                        png = try backend.getForReader(ThumbnailObjects.key(of: item.object))
+                    } catch {
+                        let first = sync.thumbnailFetchesPausedUntil.withLock { until in
+                            defer { until = WaitableValue<Int>.now() + ThumbnailObjects.pauseAfterFailure }
+                            return until <= WaitableValue<Int>.now()
+                        }
+                        if first { log("thumbnails: the bucket did not answer (\(error)); none fetched for \(Int(ThumbnailObjects.pauseAfterFailure)) s") }
+                        return
                     }
-                    if first { log("thumbnails: the bucket did not answer (\(error)); none fetched for \(Int(ThumbnailObjects.pauseAfterFailure)) s") }
-                    return
+                    guard let png, SHA256.hex(SHA256.digest(png)) == item.sha256 else {
+                        log("thumbnails: the bucket's thumbnail of asset \(item.asset) is not the one recorded; not used")
+                        continue
+                    }
+                    guard let self, (try? self.write(behindRequests: true, { db in try db.keepFetchedThumbnail(item.asset, png) })) != nil else { return }
+                    fetched.withLock { _ = $0.insert(item.asset) }
                 }
-                guard let png, SHA256.hex(SHA256.digest(png)) == item.sha256 else {
-                    log("thumbnails: the bucket's thumbnail of asset \(item.asset) is not the one recorded; not used")
-                    return
-                }
-                guard let self, (try? self.write(behindRequests: true, { db in try db.keepFetchedThumbnail(item.asset, png) })) != nil else { return }
-                fetched.withLock { _ = $0.insert(item.asset) }
             }
         }
         _ = done.wait(timeout: .now() + ThumbnailObjects.listingWait)
