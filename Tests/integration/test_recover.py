@@ -51,6 +51,19 @@ def listing(mp) -> dict[str, tuple]:
     return found
 
 
+def imported_with_album(m, count: int, size: int, tag: str, in_album: tuple[str, ...]) -> dict[str, bytes]:
+    """`count` photos IMG_0.JPG… (of `size` bytes and 100 more each) into the roll, the album
+    `Shared` holding `in_album` of them, then `sync --wait`; name -> bytes."""
+    photos = {f"IMG_{i}.JPG": payload(size + 100 * i, f"{tag}{i}") for i in range(count)}
+    for name, data in photos.items():
+        write(m.roll / name, data)
+    (m.albums / "Shared").mkdir()
+    for name in in_album:
+        os.link(m.roll / name, m.albums / "Shared" / name)
+    sync(m)
+    return photos
+
+
 def snapshots(m) -> list[str]:
     out = m.gateway.s3cmd("ls", f"s3://{m.bucket}/lib/snapshots/").stdout
     return sorted(line.split()[-1].rsplit("/", 1)[1] for line in out.splitlines() if ".db.zst" in line)
@@ -156,12 +169,7 @@ def test_a_second_device_browses_the_last_snapshot_read_only(library, mount_fact
     the writer's later snapshot shows after a remount."""
     import errno
     m = library
-    photos = {f"IMG_{i}.JPG": payload(25_000 + 100 * i, f"m{i}") for i in range(4)}
-    for name, data in photos.items():
-        write(m.roll / name, data)
-    (m.albums / "Shared").mkdir()
-    os.link(m.roll / "IMG_1.JPG", m.albums / "Shared" / "IMG_1.JPG")
-    sync(m)
+    photos = imported_with_album(m, 4, 25_000, "m", ("IMG_1.JPG",))
     writer = listing(m.mp)
     remote = ["--remote", f"s3://{m.bucket}/lib", "--endpoint", m.gateway.endpoint]
     mirror = mount_factory("mirror", store=tmp_path / "cache", make_store=False, env=m.keys, start=False)
@@ -201,13 +209,7 @@ def test_refresh_shows_the_newest_snapshot_at_once(library, mount_factory, tmp_p
     its object changed (the updated one reads its new bytes). A second refresh changes nothing;
     the writer's own mount has nothing to refresh."""
     m = library
-    photos = {f"IMG_{i}.JPG": payload(20_000 + 100 * i, f"f{i}") for i in range(5)}
-    for name, data in photos.items():
-        write(m.roll / name, data)
-    (m.albums / "Shared").mkdir()
-    for name in ("IMG_1.JPG", "IMG_2.JPG"):
-        os.link(m.roll / name, m.albums / "Shared" / name)
-    sync(m)
+    imported_with_album(m, 5, 20_000, "f", ("IMG_1.JPG", "IMG_2.JPG"))
     remote = ["--remote", f"s3://{m.bucket}/lib", "--endpoint", m.gateway.endpoint]
     mirror = mount_factory("mirror", store=tmp_path / "cache", make_store=False, env=m.keys, start=False)
     mirror.start(["ro"], flags=remote)

@@ -266,18 +266,24 @@ final class RemoteSync: Sendable {
     /// Uploads `batch` at once, each as `upload` does (its own journal
     /// records); done when all are, failed with the first failure.
     private func uploadAtOnce(_ batch: [(asset: NodeID, ticket: Int64, size: Int64)], _ library: Library) -> Outcome {
+        onUploadLanes(batch) { [self] item in try upload(item.asset, ticket: item.ticket, library) }
+    }
+
+    /// Runs `body` for each of `items` at once on the upload lanes (a serial
+    /// queue each: a thread each while it runs, whatever the number of
+    /// cores: they wait on the network, not the CPU), at the worker's
+    /// background priority; done when all are, failed with the first failure.
+    func onUploadLanes<Item: Sendable>(_ items: [Item], _ body: @escaping @Sendable (Item) throws -> Outcome) -> Outcome {
         let failures = Mutex<[String]>([])
         let group = DispatchGroup()
-        for (index, item) in batch.enumerated() {
-            // A serial queue each: a thread each while it runs, whatever the
-            // number of cores (they wait on the network, not the CPU).
-            uploadLanes[index % uploadLanes.count].async(group: group) { [self] in
+        for (index, item) in items.enumerated() {
+            uploadLanes[index % uploadLanes.count].async(group: group) {
                 // Background work, as the worker's own thread is (start).
                 setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
                 defer { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 0) }
                 let outcome: Outcome
                 do {
-                    outcome = try upload(item.asset, ticket: item.ticket, library)
+                    outcome = try body(item)
                 } catch {
                     outcome = .failed("\(error)")
                 }

@@ -30,23 +30,16 @@ extension RemoteSync {
     /// Stores `thumbnails` in the bucket, spread over the upload lanes, each
     /// recorded once it is there.
     func storeThumbnails(_ thumbnails: [(asset: NodeID, object: String, png: [UInt8])], _ library: Library) -> Outcome {
-        let failures = Mutex<[String]>([])
-        let group = DispatchGroup()
-        for (index, item) in thumbnails.enumerated() {
-            uploadLanes[index % uploadLanes.count].async(group: group) { [self] in
-                setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
-                defer { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 0) }
-                do {
-                    try backend.put(ThumbnailObjects.key(of: item.object), bytes: item.png)
-                    let sha256 = SHA256.hex(SHA256.digest(item.png))
-                    try record(library) { db in try db.setThumbnailStored(item.asset, object: item.object, sha256: sha256) }
-                } catch {
-                    failures.withLock { $0.append("thumbnail of asset \(item.asset): \(error)") }
-                }
+        onUploadLanes(thumbnails) { [self] item in
+            do {
+                try backend.put(ThumbnailObjects.key(of: item.object), bytes: item.png)
+                let sha256 = SHA256.hex(SHA256.digest(item.png))
+                try record(library) { db in try db.setThumbnailStored(item.asset, object: item.object, sha256: sha256) }
+                return .did
+            } catch {
+                return .failed("thumbnail of asset \(item.asset): \(error)")
             }
         }
-        group.wait()
-        return failures.withLock { $0.first }.map { .failed($0) } ?? .did
     }
 }
 
