@@ -103,10 +103,10 @@ public final class FileManagerThumbnails: Sendable {
     /// cannot be written is logged once, and the listing goes on.
     public func publish(_ directory: NodeID, _ entries: some Collection<DirectoryEntry>) {
         let assets = entries.filter { $0.attributes.kind == .asset }
-        guard !assets.isEmpty, var drawn = try? library.assetsWithThumbnails(assets.map(\.attributes.id)) else { return }
+        guard !assets.isEmpty, let places = try? library.thumbnailPlaces(of: assets.map(\.attributes.id)) else { return }
         // A store recovered from the bucket: the thumbnails the bucket holds (at most a second's wait).
-        let (fetched, inBucket) = library.fetchThumbnails(of: assets.map(\.attributes.id).filter { !drawn.contains($0) })
-        drawn.formUnion(fetched)
+        let drawn = places.here.union(places.inBucket.isEmpty ? [] : library.fetchThumbnails(places.inBucket))
+        let inBucket = Set(places.inBucket.map(\.asset))
         // A file with no thumbnail whose data is local: nothing to do (not even a look in the cache).
         // One whose thumbnail is still on its way: nothing yet (a failed marker would stay).
         let wanted = assets.filter {

@@ -5,9 +5,18 @@ extension Library {
         try read { db in try db.thumbnail(of: asset) }
     }
 
-    /// Those of `assets` that have a thumbnail, in one read (no PNG is read).
-    public func assetsWithThumbnails(_ assets: [NodeID]) throws(LibraryError) -> Set<NodeID> {
-        try read { db in Set(try assets.filter { try db.hasThumbnail($0) }) }
+    /// Those of `assets` that have a thumbnail here, and those whose
+    /// thumbnail only the bucket has (ThumbnailObjects), in one read (no PNG is read).
+    func thumbnailPlaces(of assets: [NodeID]) throws(LibraryError)
+        -> (here: Set<NodeID>, inBucket: [(asset: NodeID, object: String, sha256: String)]) {
+        try read { db in
+            var here = Set<NodeID>(), inBucket: [(NodeID, String, String)] = []
+            for asset in assets {
+                let place = try db.thumbnailPlace(of: asset)
+                if place.here { here.insert(asset) } else if let (object, sha256) = place.inBucket { inBucket.append((asset, object, sha256)) }
+            }
+            return (here, inBucket)
+        }
     }
 
     /// The thumbnails of those of `assets` that have one, in one read.

@@ -43,8 +43,18 @@ extension Database {
             .bind(.int(asset), png.map { .text(SHA256.hex(SHA256.digest($0))) } ?? .null).run()
     }
 
-    func hasThumbnail(_ asset: NodeID) throws -> Bool {
-        try statement("SELECT 1 FROM thumbnails WHERE asset = ?1").bind(.int(asset)).first { _ in true } ?? false
+    /// Whether `asset` has a thumbnail here, else the one the bucket holds
+    /// beside its object (a store recovered from it: the object and the
+    /// thumbnail's SHA-256; only with facts, which keep it): one query.
+    func thumbnailPlace(of asset: NodeID) throws -> (here: Bool, inBucket: (object: String, sha256: String)?) {
+        try statement("""
+            SELECT EXISTS (SELECT 1 FROM thumbnails WHERE asset = ?1), r.sha256, r.thumbnail_sha256
+            FROM (SELECT ?1 AS id) q
+            LEFT JOIN remote_objects r ON r.asset = q.id AND r.thumbnail_sha256 IS NOT NULL
+                AND EXISTS (SELECT 1 FROM asset_facts f WHERE f.asset = q.id)
+            """).bind(.int(asset)).first { row in
+                (row.int64(0) != 0, row.optionalText(1).flatMap { object in row.optionalText(2).map { (object, $0) } })
+            } ?? (false, nil)
     }
 
     func thumbnail(of asset: NodeID) throws -> [UInt8]? {

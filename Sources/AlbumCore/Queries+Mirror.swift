@@ -7,8 +7,8 @@ import SQLiteKit
 /// (`refreshChanges`); the live connection then takes `next`'s pages
 /// (`Database.replaceContents`) and keeps its cached originals.
 extension Database {
-    /// Tables of this machine's own state, which no snapshot carries (a
-    /// recovered store has them empty, but for `evicted`: every asset).
+    /// Tables of this machine's own state, which a recovered store empties
+    /// (adoptRecoveredSnapshot) and a refresh does not compare.
     static let localStateTables: Set<String> = [
         "upload_queue", "uploads_under_way", "remote_status", "unfinished_writes", "evicted", "kept_local", "snapshot_status",
     ]
@@ -36,11 +36,11 @@ extension Database {
 
     /// What the kernel may hold of the rows that `next` changes: names
     /// that vanish or show another node, directories whose listing changes,
-    /// nodes whose attributes change, and the assets any of it concerns
-    /// (whose names in the views are the caller's to add).
-    func refreshChanges() throws -> (changes: ChangeSet, assets: Set<NodeID>) {
+    /// nodes whose attributes change, and the nodes any of it concerns
+    /// (the names the views show of those that are assets are the caller's to add).
+    func refreshChanges() throws -> (changes: ChangeSet, touched: Set<NodeID>) {
         var changes = ChangeSet()
-        var assets = Set<NodeID>()
+        var touched = Set<NodeID>()
         let entries = "SELECT parent, name, child FROM main.entries"
         let nextEntries = "SELECT parent, name, child FROM next.entries"
         for row in try statement("SELECT parent, name, child FROM (\(entries) EXCEPT \(nextEntries))")
@@ -48,20 +48,20 @@ extension Database {
             changes.entry(row.0, row.1)
             changes.directory(row.0)
             changes.node(row.2)
-            assets.insert(row.2)
+            touched.insert(row.2)
         }
         for row in try statement("SELECT parent, child FROM (\(nextEntries) EXCEPT \(entries))")
             .all({ (NodeID(bitPattern: $0.int64(0)), NodeID(bitPattern: $0.int64(1))) }) {
             changes.directory(row.0)
             changes.node(row.1)
-            assets.insert(row.1)
+            touched.insert(row.1)
         }
         for id in try statement("""
             SELECT id FROM (SELECT * FROM main.nodes EXCEPT SELECT * FROM next.nodes)
             UNION SELECT id FROM (SELECT * FROM next.nodes EXCEPT SELECT * FROM main.nodes)
             """).all({ NodeID(bitPattern: $0.int64(0)) }) {
             changes.node(id)
-            assets.insert(id)
+            touched.insert(id)
         }
         // Every other table of the snapshot that says something of an asset (its
         // facts, favorite, pair, original, object, Recently Deleted row).
@@ -72,10 +72,10 @@ extension Database {
                 UNION SELECT asset FROM (SELECT * FROM next.\(quoted) EXCEPT SELECT * FROM main.\(quoted))
                 """).all({ NodeID(bitPattern: $0.int64(0)) }) {
                 changes.node(id)
-                assets.insert(id)
+                touched.insert(id)
             }
         }
-        return (changes, assets.filter { $0 > 0 })
+        return (changes, touched)
     }
 
     /// The snapshot's tables with an `asset` column, but this machine's own state.

@@ -182,10 +182,7 @@ extension Database {
     /// of is remote-only (one whose newest data never reached it comes back
     /// with the data the bucket has: that content's size and time).
     func adoptRecoveredSnapshot() throws {
-        try execute("""
-            DELETE FROM upload_queue; DELETE FROM uploads_under_way; DELETE FROM remote_status;
-            DELETE FROM unfinished_writes; DELETE FROM evicted; DELETE FROM kept_local; DELETE FROM snapshot_status;
-            """)
+        for table in Self.localStateTables.sorted() { try statement("DELETE FROM \"\(table)\"").run() }
         try execute("""
             UPDATE nodes SET size = (SELECT size FROM remote_objects r WHERE r.asset = nodes.id),
                              mtime = (SELECT data_mtime FROM remote_objects r WHERE r.asset = nodes.id)

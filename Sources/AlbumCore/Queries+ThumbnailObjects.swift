@@ -8,51 +8,26 @@ extension Database {
     /// and whose facts (which made the thumbnail) were read from that same
     /// content; the newest imports first.
     func thumbnailsToStore(limit: Int) throws -> [(asset: NodeID, object: String, png: [UInt8])] {
-        try statement("""
-            SELECT r.asset, r.sha256, t.png FROM remote_objects r
-            JOIN asset_facts f ON f.asset = r.asset AND f.sha256 = r.sha256
-            JOIN thumbnails t ON t.asset = r.asset
-            WHERE r.thumbnail_sha256 IS NULL ORDER BY r.asset DESC LIMIT ?1
-            """).bind(.int(Int64(limit))).all { (NodeID(bitPattern: $0.int64(0)), $0.text(1), $0.blob(2)) }
+        try statement("SELECT r.asset, r.sha256, t.png \(Self.thumbnailsToStoreRows) ORDER BY r.asset DESC LIMIT ?1")
+            .bind(.int(Int64(limit))).all { (NodeID(bitPattern: $0.int64(0)), $0.text(1), $0.blob(2)) }
     }
 
     /// How many `thumbnailsToStore` would give, all told.
     func thumbnailsToStoreCount() throws -> Int64 {
-        try scalarInt("""
-            SELECT count(*) FROM remote_objects r
-            JOIN asset_facts f ON f.asset = r.asset AND f.sha256 = r.sha256
-            JOIN thumbnails t ON t.asset = r.asset
-            WHERE r.thumbnail_sha256 IS NULL
-            """)
+        try scalarInt("SELECT count(*) \(Self.thumbnailsToStoreRows)")
     }
+
+    private static let thumbnailsToStoreRows = """
+        FROM remote_objects r
+        JOIN asset_facts f ON f.asset = r.asset AND f.sha256 = r.sha256
+        JOIN thumbnails t ON t.asset = r.asset
+        WHERE r.thumbnail_sha256 IS NULL
+        """
 
     /// The bucket holds `png`'s SHA-256 as the thumbnail beside `object`,
     /// if that is still the asset's object.
     func setThumbnailStored(_ asset: NodeID, object: String, sha256: String) throws {
         try statement("UPDATE remote_objects SET thumbnail_sha256 = ?3 WHERE asset = ?1 AND sha256 = ?2")
             .bind(.int(asset), .text(object), .text(sha256)).run()
-    }
-
-    /// Of `assets`, those with no thumbnail here whose thumbnail the bucket
-    /// holds (a store recovered from it): the object it is stored beside,
-    /// and its SHA-256. Assets without facts have none to keep it with.
-    func thumbnailsInBucket(_ assets: [NodeID]) throws -> [(asset: NodeID, object: String, sha256: String)] {
-        let query = try statement("""
-            SELECT r.sha256, r.thumbnail_sha256 FROM remote_objects r
-            WHERE r.asset = ?1 AND r.thumbnail_sha256 IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM thumbnails t WHERE t.asset = r.asset)
-              AND EXISTS (SELECT 1 FROM asset_facts f WHERE f.asset = r.asset)
-            """)
-        var found: [(NodeID, String, String)] = []
-        for asset in assets {
-            if let (object, sha256) = try query.bind(.int(asset)).first({ ($0.text(0), $0.text(1)) }) { found.append((asset, object, sha256)) }
-        }
-        return found
-    }
-
-    /// A thumbnail fetched from the bucket, kept as if made here (its SHA-256
-    /// is the one recorded: no store anew).
-    func keepFetchedThumbnail(_ asset: NodeID, _ png: [UInt8]) throws {
-        try statement("INSERT OR REPLACE INTO thumbnails(asset, png) VALUES (?1, ?2)").bind(.int(asset), .blob(png)).run()
     }
 }

@@ -133,9 +133,7 @@ public final class S3ObjectBackend: @unchecked Sendable {
     /// second pass to hash it); how many came. Never more than `range` is
     /// written.
     public func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
-        // Taken in turn: the fetches of one download at once go on connections of their own.
-        let fetcher = fetchers[Int(nextFetcher.add(1, ordering: .relaxed).oldValue % UInt(fetchers.count))]
-        return try fetcher.run { (s3) throws(ObjectStoreError) in
+        try fetcherInTurn().run { (s3) throws(ObjectStoreError) in
             try s3.get(Self.key(of: sha256), range: range, into: descriptor, at: range.lowerBound, hashingInto: hasher)
         }
     }
@@ -180,17 +178,23 @@ public final class S3ObjectBackend: @unchecked Sendable {
     }
 
     public func get(_ key: String) throws -> [UInt8]? {
-        try client.run { (s3) throws(ObjectStoreError) -> [UInt8]? in
-            do throws(ObjectStoreError) { return try s3.get(key) } catch .notFound { return nil }
-        }
+        try client.run { (s3) throws(ObjectStoreError) in try Self.bytes(of: key, s3) }
     }
 
-    /// A small object for a reader, on a fetch connection (taken in turn).
+    /// A small object for a reader, on a fetch connection.
     public func getForReader(_ key: String) throws -> [UInt8]? {
-        let fetcher = fetchers[Int(nextFetcher.add(1, ordering: .relaxed).oldValue % UInt(fetchers.count))]
-        return try fetcher.run { (s3) throws(ObjectStoreError) -> [UInt8]? in
-            do throws(ObjectStoreError) { return try s3.get(key) } catch .notFound { return nil }
-        }
+        try fetcherInTurn().run { (s3) throws(ObjectStoreError) in try Self.bytes(of: key, s3) }
+    }
+
+    /// The object `key`'s bytes; nil: there is none.
+    private static func bytes(of key: String, _ s3: S3Client) throws(ObjectStoreError) -> [UInt8]? {
+        do throws(ObjectStoreError) { return try s3.get(key) } catch .notFound { return nil }
+    }
+
+    /// The next fetch connection, in turn: the fetches of one download at
+    /// once go on connections of their own.
+    private func fetcherInTurn() -> Locked {
+        fetchers[Int(nextFetcher.add(1, ordering: .relaxed).oldValue % UInt(fetchers.count))]
     }
 
     public func list(_ prefix: String) throws -> [(key: String, size: Int64, modified: Int64?)] {

@@ -365,6 +365,7 @@ struct RecoveryTests {
             #expect(names.contains(gone), "the kernel is not told that \(gone) went")
         }
         #expect(try mirror.extendedAttribute(two, Array("user.albumfs.storage".utf8)) == bytes("both"), "an unchanged original stays cached")
+        #expect(!pathExists(cache.root + "/refreshing"), "the refresh left its scratch store (or its 8 MiB reserve) in the cache")
         #expect(try mirror.refreshMirror() == .unchanged(snapshot: snapshot))
         #expect(throws: LibraryError.notSupported) { try s.library.refreshMirror() }
         s.library.stopRemoteSync()

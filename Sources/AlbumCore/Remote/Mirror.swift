@@ -34,10 +34,12 @@ extension Library {
         try backend.list(Snapshots.prefix).map(\.key).filter { Snapshots.time(of: $0) != nil }.max()
     }
 
-    /// Removes the store at `location`: its data, its database and the mirror's marker.
+    /// Removes the store at `location`: its data, its database, its space
+    /// reserve and the mirror's marker (the directory stays).
     private static func discardStore(at location: StoreLocation) throws(LibraryError) {
         try ContentStore(directory: location.contentPath).removeEverything()
-        for path in [location.databasePath, location.walPath, location.databasePath + "-shm", location.root + "/" + mirrorMarker] {
+        for path in [location.databasePath, location.walPath, location.databasePath + "-shm", SpaceReserve(location: location).path,
+                     location.root + "/" + mirrorMarker] {
             _ = Glibc.unlink(path)
         }
     }
@@ -75,9 +77,9 @@ extension Library {
             do { newest = try Self.newestSnapshot(in: backend) } catch { throw .remote("refresh: the bucket cannot be listed: \(error)") }
             guard let newest, newest != held else { return .unchanged(snapshot: newest ?? (held.isEmpty ? nil : held)) }
             let next = StoreLocation(path: location.root + "/refreshing")
-            try? Self.discardStore(at: next)
-            _ = Glibc.rmdir(next.root)
-            defer { try? Self.discardStore(at: next); _ = Glibc.rmdir(next.root) }
+            func removeNext() { try? Self.discardStore(at: next); _ = Glibc.rmdir(next.root) }
+            removeNext()   // (a refresh a crash cut short)
+            defer { removeNext() }
             let snapshot: String
             // As the mount's cache was made: owned as its root is, with this mount's clock and trash.
             guard let root = try read({ db in try db.attributes(of: FixedNode.root) }) else { throw .notFound }

@@ -44,19 +44,17 @@ extension RemoteSync {
 }
 
 extension Library {
-    /// Brings the thumbnails of `assets` that the bucket holds and this store
-    /// lacks (a store recovered from the bucket), checked against their
-    /// recorded SHA-256, and keeps them. A listing waits for them at most
+    /// Brings `wanted`, thumbnails the bucket holds and this store lacks (a
+    /// store recovered from the bucket: `thumbnailPlaces`), checked against
+    /// their recorded SHA-256, and keeps them. A listing waits for them at most
     /// `ThumbnailObjects.listingWait` (those later are kept for the next);
     /// after a failed fetch none is tried for `pauseAfterFailure`, so that a
     /// listing of an unreachable bucket's library does not wait on it.
-    /// Returns the assets whose thumbnail is here now, and those whose
-    /// thumbnail is in the bucket (fetched or not).
-    func fetchThumbnails(of assets: [NodeID]) -> (fetched: Set<NodeID>, inBucket: Set<NodeID>) {
-        guard remote != nil, let sync = remoteSync.withLock({ $0 }),
-              let wanted = try? read({ db in try db.thumbnailsInBucket(assets) }), !wanted.isEmpty else { return ([], []) }
-        let inBucket = Set(wanted.map(\.asset))
-        guard sync.thumbnailFetchesPausedUntil.withLock({ $0 }) <= WaitableValue<Int>.now() else { return ([], inBucket) }
+    /// Returns the assets whose thumbnail is here now.
+    func fetchThumbnails(_ wanted: [(asset: NodeID, object: String, sha256: String)]) -> Set<NodeID> {
+        guard let sync = remoteSync.withLock({ $0 }), sync.thumbnailFetchesPausedUntil.withLock({ $0 }) <= WaitableValue<Int>.now() else {
+            return []
+        }
         let fetched = Mutex<Set<NodeID>>([])
         let done = DispatchGroup()
         let (backend, log) = (sync.backend, options.log)
@@ -83,12 +81,13 @@ extension Library {
                         log("thumbnails: the bucket's thumbnail of asset \(item.asset) is not the one recorded; not used")
                         continue
                     }
-                    guard let self, (try? self.write(behindRequests: true, { db in try db.keepFetchedThumbnail(item.asset, png) })) != nil else { return }
+                    // (Its SHA-256 is the one recorded: not stored anew.)
+                    guard let self, (try? self.write(behindRequests: true, { db in try db.setThumbnail(item.asset, png) })) != nil else { return }
                     fetched.withLock { _ = $0.insert(item.asset) }
                 }
             }
         }
         _ = done.wait(timeout: .now() + ThumbnailObjects.listingWait)
-        return (fetched.withLock { $0 }, inBucket)
+        return fetched.withLock { $0 }
     }
 }
