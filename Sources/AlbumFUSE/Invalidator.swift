@@ -26,18 +26,13 @@ import Synchronization
 ///   the reply (`aroundReply`), and a caller racing the reply may see the old
 ///   name for that moment.
 ///
-/// The queue costs a request two thread switches (about a sixth of a
-/// purge, as a file manager's Empty Trash sends them). A request that knows
-/// every directory its caller has locked (`lockedIsComplete`) sends its
-/// names from its own thread instead, when no other request is doing so
-/// (one at a time). That cannot deadlock: the names are outside the
-/// caller's own locks, so whoever holds a lock it waits for is another
-/// caller, whose request another worker serves (libfuse's multi-threaded
-/// loop starts a worker whenever its last idle one takes a request, up to
-/// 10; never in single-threaded mode), and that
-/// request waits on nothing this one holds: not the database (committed
-/// before), and not this thread (it finds the inline turn taken and uses
-/// the queue, whose wait is bounded).
+/// Names are never sent from a request's thread, not even names outside
+/// every directory its caller holds: another caller may hold such a
+/// directory while it waits in the kernel for a lock this request's caller
+/// holds (an `ln` into an album holds the album and waits for the file an
+/// `rm` holds; a drag from the roll into an album holds the album and waits
+/// for the roll), and that caller has no request in flight for any worker
+/// to answer. The queue costs a request two thread switches.
 final class Invalidator: Sendable {
     /// The session, behind its own lock. Never reach it through `queue`: the
     /// queue may be blocked in the kernel on a directory lock that the very
@@ -55,29 +50,21 @@ final class Invalidator: Sendable {
     /// and how many requests bumped it (reported at unmount).
     private let epochWorks = Atomic<Bool>(true)
     private let epochBumps = Atomic<Int>(0)
-    /// Whether requests may send names from their own thread (a
-    /// multi-threaded loop), and the turn for doing so.
-    private let inlineAllowed = Atomic<Bool>(false)
-    /// Taken by compare-and-swap, never waited for: no lock is held while
-    /// the names go (a request that finds it taken uses the queue).
-    private let inlineTurn = Atomic<Bool>(false)
-    private let namesInline = Atomic<Int>(0)
 
     /// libfuse's session pointer; libfuse allows notifications from any thread.
     private struct Session: @unchecked Sendable {
         let pointer: OpaquePointer
     }
 
-    func attach(_ pointer: OpaquePointer, multithreaded: Bool) {
+    func attach(_ pointer: OpaquePointer) {
         session.withLock { $0 = Session(pointer: pointer) }
-        inlineAllowed.store(multithreaded, ordering: .relaxed)
     }
 
     /// Before the reply of a request whose caller holds no directory the
     /// changes name (a create, a setxattr), or of a change made outside any
     /// request: attributes, listings and names.
     func beforeReply(_ changes: ChangeSet) {
-        _ = invalidate(changes, locked: [], own: [], lockedIsComplete: false)
+        _ = invalidate(changes, locked: [], own: [])
     }
 
     /// Around the reply of a request whose caller holds directories
@@ -86,11 +73,10 @@ final class Invalidator: Sendable {
     /// the names inside them (other than the request's own, `moving`, which
     /// the kernel updates itself), the epoch, where the kernel has one, and
     /// else those names right after `reply`, when the kernel lets go of the
-    /// locks. `lockedIsComplete`: `holding` is every directory the caller has
-    /// locked, so the other names may go from this thread.
+    /// locks.
     func aroundReply(_ changes: ChangeSet, holding locked: [NodeID], moving own: [ChangeSet.EntryName] = [],
-                     lockedIsComplete: Bool = false, _ reply: () -> Void) {
-        let namesAfterReply = invalidate(changes, locked: locked, own: own, lockedIsComplete: lockedIsComplete)
+                     _ reply: () -> Void) {
+        let namesAfterReply = invalidate(changes, locked: locked, own: own)
         reply()
         guard namesAfterReply else { return }
         let names = changes.entries.filter { locked.contains($0.directory) }
@@ -99,8 +85,7 @@ final class Invalidator: Sendable {
 
     /// Everything but the names in `locked`; returns whether those still
     /// have to go after the reply.
-    private func invalidate(_ changes: ChangeSet, locked: [NodeID], own: [ChangeSet.EntryName],
-                            lockedIsComplete: Bool) -> Bool {
+    private func invalidate(_ changes: ChangeSet, locked: [NodeID], own: [ChangeSet.EntryName]) -> Bool {
         guard let session = session.withLock({ $0?.pointer }) else { return false }
         let lockedNames = changes.entries.filter { locked.contains($0.directory) }
         let epochBumped = lockedNames.contains { !own.contains($0) } && bumpEpoch(session)
@@ -116,13 +101,6 @@ final class Invalidator: Sendable {
         }
         let names = changes.entries.filter { !locked.contains($0.directory) }
         guard !names.isEmpty else { return namesAfterReply }
-        if lockedIsComplete && inlineAllowed.load(ordering: .relaxed),
-           inlineTurn.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
-            send(names)
-            inlineTurn.store(false, ordering: .releasing)
-            namesInline.add(1, ordering: .relaxed)
-            return namesAfterReply
-        }
         let sent = DispatchSemaphore(value: 0)
         queue.async { [self] in
             send(names)
@@ -212,9 +190,8 @@ final class Invalidator: Sendable {
         if bumps > 0 {
             Log.info("requests that changed other names in their own directories: \(bumps) (each dropped every cached name)")
         }
-        let inline = namesInline.load(ordering: .relaxed)
-        guard inline + inTime + late > 0 else { return }
-        let line = "name invalidations before the reply: \(inline) requests sent theirs, \(inTime + late) through the queue"
+        guard inTime + late > 0 else { return }
+        let line = "name invalidations before the reply: \(inTime + late) requests sent theirs through the queue"
         if late > 0 {
             Log.error(line + ", \(late) of them replied at the \(Self.nameWaitMilliseconds) ms bound")
         } else {

@@ -88,7 +88,7 @@ public final class MountSession {
             fileSystem.release()
             throw .mount("cannot set up the FUSE device's I/O")
         }
-        invalidator.attach(session, multithreaded: !configuration.singleThreaded)
+        invalidator.attach(session)
         self.session = session
         self.fileSystem = fileSystem
     }

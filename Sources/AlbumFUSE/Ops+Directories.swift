@@ -50,7 +50,7 @@ extension Operations {
             fs.replying(req) { () throws(LibraryError) in
                 let changes = try fs.library.unlink(parent, name(rawName), by: caller(req))
                 // The kernel holds the directory and the file (which has no names in it).
-                fs.invalidator.aroundReply(changes, holding: [parent], lockedIsComplete: true) { fuse_reply_err(req, 0) }
+                fs.invalidator.aroundReply(changes, holding: [parent]) { fuse_reply_err(req, 0) }
             }
         }
         ops.rename = { req, parent, rawName, newParent, newName, flags in

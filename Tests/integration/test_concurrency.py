@@ -405,9 +405,9 @@ def _trash_worker(mp: str, role: str, items: list[str], uid: int, stop, queue) -
 
 @pytest.mark.mount_timeout(240)
 def test_empty_trash_restores_deletes_and_listings_at_once(mount):
-    """An unlink sends the names it changes elsewhere from its own thread when no other request
-    does (docs/DESIGN.md, "Kernel caches and visibility"), waiting on those directories' locks:
-    here an Empty Trash (purges: Recently Deleted and info/ names), `rm` in Recently Deleted
+    """An unlink's names changed elsewhere go to the kernel, which takes those directories' locks
+    (docs/DESIGN.md, "Kernel caches and visibility"), while other callers hold them: here an
+    Empty Trash (purges: Recently Deleted and info/ names), `rm` in Recently Deleted
     (purges: files/ and info/ names; with the Empty Trash, each unlink's directory is the
     other's target), restores
     (renames holding Recently Deleted and the roll, whose names go through the queue), deletes
