@@ -101,8 +101,20 @@ public final class S3Client {
     /// many bytes came. After an error what was written is not to be trusted.
     public func get(_ key: String, range: Range<Int64>? = nil, into descriptor: Int32, at offset: Int64 = 0,
                     hashingInto hasher: SHA256? = nil) throws(ObjectStoreError) -> Int64 {
+        try get(key, range: range, into: descriptor, at: offset) { piece in
+            hasher?.update(piece)
+            return true
+        }
+    }
+
+    /// The same, each piece shown to `observe` once written (in order); an
+    /// answer of false stops the transfer with an error.
+    public func get(_ key: String, range: Range<Int64>? = nil, into descriptor: Int32, at offset: Int64 = 0,
+                    observing observe: (UnsafeRawBufferPointer) -> Bool) throws(ObjectStoreError) -> Int64 {
         let limit = range.map { Int64($0.count) } ?? .max
-        return try get(key, range: range, into: .file(descriptor: descriptor, offset: offset, limit: limit, hasher: hasher)).received
+        return try withoutActuallyEscaping(observe) { (observe) throws(ObjectStoreError) in
+            try get(key, range: range, into: .file(descriptor: descriptor, offset: offset, limit: limit, observer: observe)).received
+        }
     }
 
     private func get(_ key: String, range: Range<Int64>?, into sink: HTTPConnection.Sink) throws(ObjectStoreError) -> HTTPConnection.Response {

@@ -129,12 +129,13 @@ public final class S3ObjectBackend: @unchecked Sendable {
 
     /// Bytes `range` of the object (unchecked: the library checks them),
     /// written into the file open at `descriptor` at the same offsets, and
-    /// into `hasher` on their way (one copy: no buffer of the chunk, no
+    /// shown to `observe` on their way (one copy: no buffer of the range, no
     /// second pass to hash it); how many came. Never more than `range` is
     /// written.
-    public func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
+    public func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32,
+                      observing observe: (UnsafeRawBufferPointer) -> Bool) throws -> Int64 {
         try fetcherInTurn().run { (s3) throws(ObjectStoreError) in
-            try s3.get(Self.key(of: sha256), range: range, into: descriptor, at: range.lowerBound, hashingInto: hasher)
+            try s3.get(Self.key(of: sha256), range: range, into: descriptor, at: range.lowerBound, observing: observe)
         }
     }
 

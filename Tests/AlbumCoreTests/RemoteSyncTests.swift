@@ -373,8 +373,9 @@ extension ForwardingBackend {
         try inner.store(descriptor, length: length, sha256: sha256)
     }
     func remove(sha256: String) throws { try inner.remove(sha256: sha256) }
-    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
-        try inner.fetch(sha256: sha256, range: range, into: descriptor, hashingInto: hasher)
+    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32,
+               observing observe: (UnsafeRawBufferPointer) -> Bool) throws -> Int64 {
+        try inner.fetch(sha256: sha256, range: range, into: descriptor, observing: observe)
     }
     func head(sha256: String) throws -> (size: Int64, etag: String)? { try inner.head(sha256: sha256) }
     func objects() throws -> [(sha256: String, size: Int64, etag: String)] { try inner.objects() }
@@ -415,7 +416,8 @@ private final class RefusingStore: ObjectBackend, @unchecked Sendable {
         throw ObjectStoreError.unreachable("refused by the test")
     }
     func remove(sha256: String) throws { throw ObjectStoreError.unreachable("refused by the test") }
-    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
+    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32,
+               observing observe: (UnsafeRawBufferPointer) -> Bool) throws -> Int64 {
         throw ObjectStoreError.unreachable("refused by the test")
     }
     func head(sha256: String) throws -> (size: Int64, etag: String)? { throw ObjectStoreError.unreachable("refused by the test") }
@@ -428,8 +430,9 @@ private final class RefusingStore: ObjectBackend, @unchecked Sendable {
     func remove(_ key: String) throws { throw ObjectStoreError.unreachable("refused by the test") }
 }
 
-/// The bucket behind a gate the test holds shut: fetches of bytes at or
-/// past `openBelow` wait until `release()` (a pause point in a download).
+/// The bucket behind a gate the test holds shut: bytes at or past
+/// `openBelow` come only after `release()` (a pause point in a download); a
+/// fetch of a range across it gets the bytes below first, then waits.
 final class GatedBackend: ForwardingBackend, @unchecked Sendable {
     let inner: S3ObjectBackend
     let openBelow: Int64
@@ -440,13 +443,19 @@ final class GatedBackend: ForwardingBackend, @unchecked Sendable {
 
     func release() { gate.signal() }
 
-    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64 {
+    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32,
+               observing observe: (UnsafeRawBufferPointer) -> Bool) throws -> Int64 {
         fetched.withLock { $0.append(range) }
-        if range.lowerBound >= openBelow {
-            gate.wait()
-            gate.signal()   // and every later one
+        var below: Int64 = 0
+        if range.lowerBound < openBelow {
+            let open = range.lowerBound..<min(range.upperBound, openBelow)
+            below = try inner.fetch(sha256: sha256, range: open, into: descriptor, observing: observe)
+            guard below == open.count, open.upperBound < range.upperBound else { return below }
         }
-        return try inner.fetch(sha256: sha256, range: range, into: descriptor, hashingInto: hasher)
+        gate.wait()
+        gate.signal()   // and every later one
+        return try below + inner.fetch(sha256: sha256, range: max(range.lowerBound, openBelow)..<range.upperBound,
+                                       into: descriptor, observing: observe)
     }
 }
 
@@ -540,9 +549,12 @@ struct RemoteReadTests {
         try library.release(file)
         eventually("installed") { f.storage(id) == "both" }
         #expect(library.content.size(of: id) == Int64(Self.video.count))
-        // Ranged GETs of a chunk each, each chunk once.
-        #expect(gate.fetched.withLock { $0 }.allSatisfy { $0.count <= Self.chunk })
-        #expect(gate.fetched.withLock { $0 }.map(\.lowerBound).sorted() == (0..<4).map { Int64($0 * Self.chunk) })
+        // Each byte asked for once, in ranged GETs of whole chunks, at most chunksPerGet of them.
+        let ranges = gate.fetched.withLock { $0 }.sorted { $0.lowerBound < $1.lowerBound }
+        #expect(ranges.allSatisfy { $0.lowerBound % ObjectDigest.chunkSize == 0
+                                    && $0.count <= Int64(Download.chunksPerGet) * ObjectDigest.chunkSize }, "\(ranges)")
+        #expect(ranges.first?.lowerBound == 0 && ranges.last?.upperBound == Int64(Self.video.count)
+                && zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound }, "\(ranges)")
         library.stopRemoteSync()
         f.store.close()
         let problems = try StoreChecker(location: f.store.location).check(repair: false)

@@ -30,10 +30,12 @@ public protocol ObjectBackend: Sendable {
     func remove(sha256: String) throws
     /// Bytes `range` of the object of content `sha256`, as the bucket gives
     /// them (fewer when the object is shorter), written into the file open
-    /// at `descriptor` at their own offsets (never past `range`), each also
-    /// given to `hasher`; how many came. What it wrote before an error may
-    /// be anything.
-    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32, hashingInto hasher: SHA256) throws -> Int64
+    /// at `descriptor` at their own offsets (never past `range`), and each
+    /// piece, once written, given in order to `observe`, which stops the
+    /// transfer by answering false (the fetch then throws); how many came.
+    /// What it wrote before an error may be anything.
+    func fetch(sha256: String, range: Range<Int64>, into descriptor: Int32,
+               observing observe: (UnsafeRawBufferPointer) -> Bool) throws -> Int64
     /// The size and ETag of the object of content `sha256` (the ETag changes
     /// when the object is overwritten, even by bytes of the same size); nil:
     /// there is none.
