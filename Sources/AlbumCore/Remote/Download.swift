@@ -53,9 +53,13 @@ final class Download: Sendable {
         var isAllLanded: Bool { !landed.contains(false) }
 
         /// The next chunk to fetch and the ones after it that nobody took,
-        /// at most `length` in all.
+        /// at most `length` in all; a chunk a reader waits for alone (a
+        /// larger GET is slower to start: a first 4 KiB waited 31–59 ms in
+        /// GETs of 32 MiB, 22–28 ms in GETs of one chunk), and the first
+        /// runs of a download short, then doubling.
         mutating func takeRun(inOrderOnly: Bool, length: Int) -> Range<Int>? {
-            guard let first = next(inOrderOnly: inOrderOnly) else { return nil }
+            guard let (first, wantedNow) = next(inOrderOnly: inOrderOnly) else { return nil }
+            let length = wantedNow ? 1 : min(length, max(1, taken.count(where: { $0 })))
             var end = first + 1
             while end < taken.count, end - first < length, !taken[end] { end += 1 }
             for index in first..<end { taken[index] = true }
@@ -63,21 +67,22 @@ final class Download: Sendable {
             return first..<end
         }
 
-        private mutating func next(inOrderOnly: Bool) -> Int? {
+        /// The chunk to fetch next, and whether a reader waits for it.
+        private mutating func next(inOrderOnly: Bool) -> (Int, wanted: Bool)? {
             if !inOrderOnly, let index = wanted.first(where: { !taken[$0] }) {
                 wanted.removeAll { $0 == index }
                 nextInOrder = index + 1
-                return index
+                return (index, true)
             }
             wanted.removeAll { taken[$0] }
             if nextInOrder < taken.count, !taken[nextInOrder] {
                 defer { nextInOrder += 1 }
-                return nextInOrder
+                return (nextInOrder, false)
             }
             // Checked whole, nothing counts as landed before the end: the
             // pass in order is the only one.
             if inOrderOnly { return nil }
-            return taken.firstIndex(of: false).map { index in nextInOrder = index + 1; return index }
+            return taken.firstIndex(of: false).map { index in nextInOrder = index + 1; return (index, false) }
         }
     }
 
