@@ -142,8 +142,9 @@ extension FileSystem {
     /// anyway (see OpenFiles.flushing), so close() is spared a round trip.
     /// Data still arriving from the bucket is served by the daemon: its
     /// reads wait for the bytes they ask for, where the kernel would read holes.
+    /// Every handle is counted with `passthrough` (the release gives each back).
     func backing(_ file: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>?) -> Int32? {
-        guard !file.isArriving, let id = passthrough.acquire(file.id, descriptor: file.descriptor) else { return nil }
+        guard let id = passthrough.acquire(file.id, descriptor: file.descriptor, daemonOnly: file.isArriving) else { return nil }
         library.writesBypassDaemon(file)
         fi!.pointee.noflush = 1
         return id

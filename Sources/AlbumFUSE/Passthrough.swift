@@ -118,20 +118,26 @@ final class Passthrough: Sendable {
 
     /// The backing id a new handle of `asset` is to be served from, or nil
     /// to serve it through the daemon. `descriptor` is the handle's content
-    /// file. Each call is paired with one `release(_:)`.
-    func acquire(_ asset: NodeID, descriptor: Int32) -> Int32? {
+    /// file; `daemonOnly`: the handle must be served by the daemon (data
+    /// still arriving from the bucket), and so, until it is gone, must every
+    /// other new handle of the asset, even once the data is local: the
+    /// kernel answers EIO to a backed open of a file it caches for another
+    /// handle. Each call is paired with one `release(_:)`.
+    func acquire(_ asset: NodeID, descriptor: Int32, daemonOnly: Bool = false) -> Int32? {
         // Without passthrough there is no mode to keep consistent per asset.
         guard channel.hasPassthrough else { return nil }
         return assets.withLock { assets in
             switch assets[asset] {
             case .kernel(let id, let handles):
+                // daemonOnly cannot come here: data arrives only for an evicted
+                // asset, and an asset a handle has open is never evicted.
                 assets[asset] = .kernel(id: id, handles: handles + 1)
                 return id
             case .daemon(let handles):
                 assets[asset] = .daemon(handles: handles + 1)
                 return nil
             case nil:
-                guard isActive else {
+                guard isActive, !daemonOnly else {
                     assets[asset] = .daemon(handles: 1)
                     return nil
                 }

@@ -331,3 +331,35 @@ def test_a_generated_remote_only_store_lists_stats_and_reads_like_one_uploaded(g
     checked = subprocess.run([ALBUMFS, "fsck", "--remote", "--store", m.store], env={**os.environ, **keys},
                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_second_open_while_the_first_reads_a_fetched_original_reads_it(remote_mount):
+    """SEMANTICS.md § Remote storage, "Reading a remote-only original": a handle opened while the
+    data arrives is served by the daemon (its reads wait for their bytes). Once the data is
+    installed, a second open of the same file while the first is still open must read it too.
+    The kernel refuses (EIO) a passthrough open of a file that a handle it caches for has open,
+    so that second handle must be served the first one's way: it was EIO (test_remote_crash's
+    reads after a remount, about 1 run in 5)."""
+    m = remote_mount
+    photo = payload(256 << 10, "x")
+    write(m.roll / "x.jpg", photo)
+    for i in range(4):
+        write(m.roll / f"v{i}.jpg", payload(1 << 20, f"v{i}"))
+    sync(m)
+    m.unmount()
+    m.start(["cache_size=1M"])
+    deadline = time.monotonic() + SYNC_TIMEOUT
+    while storage(m.roll / "x.jpg") != "remote" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert storage(m.roll / "x.jpg") == "remote"
+    with open(m.roll / "x.jpg", "rb", buffering=0) as first:
+        # Installed while open (eventual); an open file is never evicted.
+        deadline = time.monotonic() + SYNC_TIMEOUT
+        while storage(m.roll / "x.jpg") != "both" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert storage(m.roll / "x.jpg") == "both"
+        with open(m.roll / "x.jpg", "rb", buffering=0) as second:
+            assert second.read() == photo
+        assert first.read() == photo
+    # Both closed: the next open is served as any local file's.
+    assert sha256(m.roll / "x.jpg") == sha256(photo)
