@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import CCurl
-import Digests
 
 /// How long a request waits: for its connection, and with no byte coming
 /// (then it is given up as unreachable).

@@ -97,20 +97,11 @@ public final class S3Client {
     }
 
     /// Writes the object (or `range` of it: at most its length) into
-    /// `descriptor` at `offset`, each byte also into `hasher`; returns how
-    /// many bytes came. After an error what was written is not to be trusted.
+    /// `descriptor` at `offset`, each piece then shown to `observe` (in
+    /// order), whose false stops the transfer with an error; returns how many
+    /// bytes came. After an error what was written is not to be trusted.
     public func get(_ key: String, range: Range<Int64>? = nil, into descriptor: Int32, at offset: Int64 = 0,
-                    hashingInto hasher: SHA256? = nil) throws(ObjectStoreError) -> Int64 {
-        try get(key, range: range, into: descriptor, at: offset) { piece in
-            hasher?.update(piece)
-            return true
-        }
-    }
-
-    /// The same, each piece shown to `observe` once written (in order); an
-    /// answer of false stops the transfer with an error.
-    public func get(_ key: String, range: Range<Int64>? = nil, into descriptor: Int32, at offset: Int64 = 0,
-                    observing observe: (UnsafeRawBufferPointer) -> Bool) throws(ObjectStoreError) -> Int64 {
+                    observing observe: (UnsafeRawBufferPointer) -> Bool = { _ in true }) throws(ObjectStoreError) -> Int64 {
         let limit = range.map { Int64($0.count) } ?? .max
         return try withoutActuallyEscaping(observe) { (observe) throws(ObjectStoreError) in
             try get(key, range: range, into: .file(descriptor: descriptor, offset: offset, limit: limit, observer: observe)).received

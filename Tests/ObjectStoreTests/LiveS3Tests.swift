@@ -119,10 +119,14 @@ struct LiveS3Tests {
         let sentinel = [UInt8](repeating: 0xEE, count: 1_000_000)
         #expect(sentinel.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } == sentinel.count)
         let hasher = SHA256()
-        #expect(try s3.get("chunked", range: 300_000..<700_000, into: fd, at: 300_000, hashingInto: hasher) == 400_000)
+        #expect(try s3.get("chunked", range: 300_000..<700_000, into: fd, at: 300_000) { hasher.update($0); return true } == 400_000)
         #expect(hasher.finishBytes() == SHA256.digest(Array(bytes[300_000..<700_000])))
+        // The receiver stops the transfer: an error, not the object's size.
+        #expect(throws: ObjectStoreError.local("the receiver stopped the transfer")) {
+            try s3.get("chunked", range: 300_000..<700_000, into: fd, at: 300_000) { _ in false }
+        }
         #expect(throws: ObjectStoreError.notFound("get missing")) {
-            try s3.get("missing", range: 0..<100, into: fd, at: 0, hashingInto: SHA256())
+            try s3.get("missing", range: 0..<100, into: fd, at: 0)
         }
         var back = [UInt8](repeating: 0, count: 1_000_000)
         #expect(back.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) } == back.count)

@@ -103,6 +103,18 @@ def albumfs(*args, **kw) -> subprocess.CompletedProcess:
     return run([ALBUMFS, *args], **kw)
 
 
+def poll(predicate, timeout: float, interval: float = 0.1) -> bool:
+    """Whether `predicate` holds within `timeout` seconds. For what the contract makes eventual
+    only, background work (uploads draining, evictions once uploaded, a download's install, a
+    failure being recorded): never for a name, size or listing right after a call returned."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return predicate()
+        time.sleep(interval)
+    return True
+
+
 def index_wait(mp, timeout: float = INDEX_TIMEOUT) -> None:
     """`albumfs index --wait --timeout T MP`: returns once the daemon has read the facts of every
     file closed before it (SEMANTICS.md § What albumfs knows of each asset: the event that the

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from albumfs_testlib import ALBUMFS, index_wait, names, payload, run, sha256, write
+from albumfs_testlib import ALBUMFS, index_wait, names, payload, poll, run, sha256, write
 from faultproxy import FaultProxy
 from objectstore import running_object_store
 from test_remote import SYNC_TIMEOUT, du, fetched, objects, storage, sync
@@ -118,16 +118,6 @@ def stats(m) -> dict:
 
 def uploading(m) -> int:
     return int(os.getxattr(m.mp, "user.albumfs.uploading"))
-
-
-def poll(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
-    """For eventual things only (uploads draining, evictions, a failure being recorded)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return predicate()
-        time.sleep(interval)
-    return True
 
 
 def assert_bucket_holds(m, photos: dict[str, bytes], tmp_path) -> None:

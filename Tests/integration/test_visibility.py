@@ -169,9 +169,12 @@ def _kernel_stack(tid: int) -> str:
 
 
 def _where(call, markers: tuple[str, ...], timeout: float = 30) -> str:
-    """Where a caller thread got to while the daemon is stopped: "there" (a kernel function in
-    `markers` is on its stack), "daemon" (it waits for an answer to some other request, e.g. a
-    GETATTR for a permission check whose attributes a background change dropped), or "done"."""
+    """Where a caller thread of this test got to while the daemon is stopped: "there" (a kernel
+    function in `markers` is on its stack), "daemon" (it waits for an answer to some other
+    request, e.g. a GETATTR for a permission check whose attributes a background change
+    dropped), or "done". Polled: the kernel has no event for "this thread now sleeps on a lock",
+    and what is polled is the test's own thread, never an answer of the mount (the daemon is
+    stopped meanwhile)."""
     deadline = time.monotonic() + timeout
     while True:
         if call.done:

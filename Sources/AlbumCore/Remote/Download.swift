@@ -181,7 +181,7 @@ final class Download: Sendable {
     /// run on its way waits for the run's chunks before it.
     static let chunksPerGet = 8
 
-    private func fetchAll(_ backend: any ObjectBackend, isStopped: @escaping @Sendable () -> Bool,
+    private func fetchAll(_ backend: any ObjectBackend, isStopped: @Sendable () -> Bool,
                           keeps: (Download) -> Bool, finish: (Download) throws(LibraryError) -> Void) -> Outcome {
         let checkedWhole = digest.chunkCount > 0 && digest.digest(ofChunk: 0) == nil
         // Checked whole: the object's SHA-256, once the one fetcher has hashed it all.
