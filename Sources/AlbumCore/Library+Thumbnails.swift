@@ -9,14 +9,7 @@ extension Library {
     /// thumbnail only the bucket has (ThumbnailObjects), in one read (no PNG is read).
     func thumbnailPlaces(of assets: [NodeID]) throws(LibraryError)
         -> (here: Set<NodeID>, inBucket: [(asset: NodeID, object: String, sha256: String)]) {
-        try read { db in
-            var here = Set<NodeID>(), inBucket: [(NodeID, String, String)] = []
-            for asset in assets {
-                let place = try db.thumbnailPlace(of: asset)
-                if place.here { here.insert(asset) } else if let (object, sha256) = place.inBucket { inBucket.append((asset, object, sha256)) }
-            }
-            return (here, inBucket)
-        }
+        try read { db in try db.thumbnailPlaces(of: assets) }
     }
 
     /// The thumbnails of those of `assets` that have one, in one read.

@@ -43,18 +43,23 @@ extension Database {
             .bind(.int(asset), png.map { .text(SHA256.hex(SHA256.digest($0))) } ?? .null).run()
     }
 
-    /// Whether `asset` has a thumbnail here, else the one the bucket holds
-    /// beside its object (a store recovered from it: the object and the
-    /// thumbnail's SHA-256; only with facts, which keep it): one query.
-    func thumbnailPlace(of asset: NodeID) throws -> (here: Bool, inBucket: (object: String, sha256: String)?) {
-        try statement("""
-            SELECT EXISTS (SELECT 1 FROM thumbnails WHERE asset = ?1), r.sha256, r.thumbnail_sha256
-            FROM (SELECT ?1 AS id) q
-            LEFT JOIN remote_objects r ON r.asset = q.id AND r.thumbnail_sha256 IS NOT NULL
-                AND EXISTS (SELECT 1 FROM asset_facts f WHERE f.asset = q.id)
-            """).bind(.int(asset)).first { row in
-                (row.int64(0) != 0, row.optionalText(1).flatMap { object in row.optionalText(2).map { (object, $0) } })
-            } ?? (false, nil)
+    /// Those of `assets` that have a thumbnail here, and of the others the
+    /// thumbnail the bucket holds beside the object (a store recovered from
+    /// it: the object and the thumbnail's SHA-256; only with facts, which
+    /// keep it): one query for all (a listing's page), the ids as a JSON array.
+    func thumbnailPlaces(of assets: [NodeID]) throws -> (here: Set<NodeID>, inBucket: [(asset: NodeID, object: String, sha256: String)]) {
+        let rows = try statement("""
+            SELECT q.value, EXISTS (SELECT 1 FROM thumbnails t WHERE t.asset = q.value), r.sha256, r.thumbnail_sha256
+            FROM json_each(?1) q
+            LEFT JOIN remote_objects r ON r.asset = q.value AND r.thumbnail_sha256 IS NOT NULL
+                AND EXISTS (SELECT 1 FROM asset_facts f WHERE f.asset = q.value)
+            """).bind(.text("[" + assets.map { String(Int64(bitPattern: $0)) }.joined(separator: ",") + "]")).all { row in
+                (asset: NodeID(bitPattern: row.int64(0)), here: row.int64(1) != 0, object: row.optionalText(2), sha256: row.optionalText(3))
+            }
+        let inBucket = rows.compactMap { row in
+            row.here ? nil : row.object.flatMap { object in row.sha256.map { (row.asset, object, $0) } }
+        }
+        return (Set(rows.filter(\.here).map(\.asset)), inBucket)
     }
 
     func thumbnail(of asset: NodeID) throws -> [UInt8]? {

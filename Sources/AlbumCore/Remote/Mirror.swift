@@ -170,7 +170,6 @@ extension Library {
     /// The names the views show of each asset of `touched` in `db`: their
     /// listings (and, for the old rows, `entries`: the names themselves).
     /// Returns which of `touched` are assets there.
-    @discardableResult
     private static func viewNames(of touched: Set<NodeID>, in db: Database, into changes: inout ChangeSet, entries: Bool) throws -> Set<NodeID> {
         var assets = Set<NodeID>()
         for id in touched where try db.kind(of: id) == .asset {
