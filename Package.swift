@@ -62,6 +62,13 @@ let package = Package(
             pkgConfig: "libzstd",
             providers: [.apt(["libzstd-dev"])]
         ),
+        .systemLibrary(
+            name: "CURing",
+            pkgConfig: "liburing",
+            providers: [.apt(["liburing-dev"])]
+        ),
+        // FUSE over io_uring for libfuse 3.14's session (C: it lays requests out as libfuse reads them).
+        .target(name: "FuseRing", dependencies: ["CFuse3", "CURing"]),
         // getxattr(2) and friends (libc's; Swift's Glibc module leaves them out).
         .systemLibrary(name: "CXattr"),
         // Whole files compressed with zstd (the metadata snapshots in the bucket).
@@ -80,7 +87,7 @@ let package = Package(
         // The library model and the on-disk store (Digests: it checks what the bucket gives back). No FUSE: testable alone.
         .target(name: "AlbumCore", dependencies: ["SQLiteKit", "Digests", "Zstd", "CXattr"]),
         // The thin FUSE low-level adapter over AlbumCore.
-        .target(name: "AlbumFUSE", dependencies: ["AlbumCore", "CFuse3"]),
+        .target(name: "AlbumFUSE", dependencies: ["AlbumCore", "CFuse3", "FuseRing"]),
         // The command-line entry point: one type per subcommand.
         .executableTarget(name: "albumfs", dependencies: ["AlbumCore", "AlbumFUSE", "AlbumMedia", "ObjectStore", "CSystemd"]),
         .testTarget(name: "SQLiteKitTests", dependencies: ["SQLiteKit"]),

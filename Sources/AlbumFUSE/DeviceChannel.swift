@@ -1,4 +1,5 @@
 import CFuse3
+import FuseRing
 import Glibc
 import Synchronization
 
@@ -17,10 +18,22 @@ import Synchronization
 ///   direct I/O (see FileSystem.writesThroughDaemon), and this keeps shared
 ///   mmap working on them.
 ///
+/// - FUSE_OVER_IO_URING, with `-o uring`, where the kernel offers it
+///   (Linux 6.14+ with the fuse module's `enable_uring` on): requests then
+///   come through per-CPU io_uring queues (FuseRing), with no read() and
+///   writev() on /dev/fuse and no thread switch between the two. The ring
+///   is made before the reply asks for it, so a ring that cannot be made
+///   leaves the session on /dev/fuse; FORGET, INTERRUPT and notifications
+///   stay on /dev/fuse either way.
+///
 /// INIT is the first request of a session and is answered before any other
 /// is read, so watching for it costs one comparison per request.
 final class DeviceChannel: Sendable {
     let wantsPassthrough: Bool
+    let wantsRing: Bool
+    /// Ring entries (each a thread) per CPU queue: as many requests of one
+    /// CPU's callers as may wait in the daemon at once.
+    static let ringEntriesPerQueue: UInt32 = 4
     /// The unique id of the INIT request while its reply is pending, and
     /// what the kernel offered in it.
     private let pendingInit = Atomic<UInt64>(0)
@@ -28,9 +41,32 @@ final class DeviceChannel: Sendable {
     private let negotiatedPassthrough = Atomic<Bool>(false)
     private let negotiatedDirectIOMmap = Atomic<Bool>(false)
     private let descriptor = Atomic<Int32>(-1)
+    private let session = Atomic<UInt>(0)
+    /// The albumfs_ring serving requests (0: none, all through /dev/fuse).
+    private let ring = Atomic<UInt>(0)
 
-    init(wantsPassthrough: Bool) {
+    init(wantsPassthrough: Bool, wantsRing: Bool = false) {
         self.wantsPassthrough = wantsPassthrough
+        self.wantsRing = wantsRing
+    }
+
+    private var activeRing: OpaquePointer? { OpaquePointer(bitPattern: ring.load(ordering: .acquiring)) }
+
+    /// Whether requests come through io_uring.
+    var hasRing: Bool { activeRing != nil }
+
+    /// What the ring did, for the unmount's log line (nil: no ring).
+    var ringReport: String? {
+        guard let ring = activeRing else { return nil }
+        let error = albumfs_ring_entry_error(ring)
+        return "requests served through io_uring: \(albumfs_ring_served(ring))"
+            + (error == 0 ? "" : "; the kernel ended an entry early: \(String(cString: strerror(error)))")
+    }
+
+    /// Ends the ring's threads. After the session's loop, before fuse_session_destroy.
+    func stopRing() {
+        let pointer = ring.exchange(0, ordering: .acquiringAndReleasing)
+        if let stopped = OpaquePointer(bitPattern: pointer) { albumfs_ring_stop(stopped) }
     }
 
     /// /dev/fuse, for the passthrough ioctls.
@@ -47,6 +83,7 @@ final class DeviceChannel: Sendable {
     /// before the loop starts.
     func install(on session: OpaquePointer) -> Bool {
         descriptor.store(fuse_session_fd(session), ordering: .releasing)
+        self.session.store(UInt(bitPattern: session), ordering: .releasing)
         var io = fuse_custom_io()
         io.read = { fd, buffer, length, userdata in
             let count = Glibc.read(fd, buffer, length)
@@ -71,6 +108,10 @@ final class DeviceChannel: Sendable {
     }
 
     private func send(_ fd: Int32, _ iov: UnsafeMutablePointer<iovec>?, _ count: Int32) -> Int {
+        if let ring = activeRing {
+            let sent = albumfs_ring_reply(ring, iov, count)
+            if sent >= 0 { return sent }
+        }
         let pending = pendingInit.load(ordering: .acquiring)
         guard pending != 0, let iov, count == 2, albumfs_reply_unique(iov, count) == pending else {
             return Glibc.writev(fd, iov, count)
@@ -84,7 +125,33 @@ final class DeviceChannel: Sendable {
         let asked = albumfs_init_reply_patch(reply, length, offered.load(ordering: .relaxed), wantsPassthrough ? 1 : 0)
         negotiatedPassthrough.store(asked & ALBUMFS_ASKED_PASSTHROUGH != 0, ordering: .releasing)
         negotiatedDirectIOMmap.store(asked & ALBUMFS_ASKED_DIRECT_IO_ALLOW_MMAP != 0, ordering: .releasing)
+        let newRing = wantsRing ? makeRing(reply, length) : nil
+        if newRing != nil { albumfs_init_reply_ask_ring(reply) }
         var patched = [iov[0], iovec(iov_base: reply, iov_len: length)]
-        return Glibc.writev(fd, &patched, 2)
+        let sent = Glibc.writev(fd, &patched, 2)
+        if let newRing, sent < 0 {
+            albumfs_ring_stop(newRing)
+        } else if let newRing {
+            // The kernel took the reply: the entries may register now.
+            ring.store(UInt(bitPattern: newRing), ordering: .releasing)
+            albumfs_ring_start(newRing)
+        }
+        return sent
+    }
+
+    /// The ring, ready to register, if the kernel offers one and it can be made.
+    private func makeRing(_ reply: UnsafeMutableRawPointer, _ length: Int) -> OpaquePointer? {
+        let payload = albumfs_init_reply_ring_payload(reply, length, offered.load(ordering: .relaxed))
+        guard payload > 0 else {
+            Log.info("requests: /dev/fuse (-o uring: this kernel offers no FUSE over io_uring; Linux 6.14+ does, with the fuse module's enable_uring on)")
+            return nil
+        }
+        let session = UnsafeMutableRawPointer(bitPattern: self.session.load(ordering: .acquiring))
+        guard let made = albumfs_ring_create(session, device, Self.ringEntriesPerQueue, payload) else {
+            Log.error("requests stay on /dev/fuse: cannot set up FUSE over io_uring (\(String(cString: strerror(errno))))")
+            return nil
+        }
+        Log.info("requests: FUSE over io_uring (\(albumfs_ring_queue_count()) queues × \(Self.ringEntriesPerQueue) entries)")
+        return made
     }
 }

@@ -14,6 +14,8 @@ public struct MountConfiguration: Sendable {
     public var timeouts = CacheTimeouts()
     /// Ask the kernel for FUSE passthrough (see Passthrough.swift).
     public var passthrough = true
+    /// Take requests through io_uring where the kernel offers it (`-o uring`; see DeviceChannel).
+    public var ring = false
     /// The freedesktop thumbnail cache listings put thumbnails in (nil: none; FileManagerThumbnails).
     public var thumbnailCache: String?
     /// How much of it a mount may fill (`-o thumbnail_space=SIZE`).
@@ -61,7 +63,7 @@ public final class MountSession {
         var args = albumfs_fuse_args_init(Int32(argv.count), cArgs)
 
         let invalidator = Invalidator()
-        let channel = DeviceChannel(wantsPassthrough: configuration.passthrough)
+        let channel = DeviceChannel(wantsPassthrough: configuration.passthrough, wantsRing: configuration.ring)
         let fileSystem = Unmanaged.passRetained(
             FileSystem(library: library, timeouts: configuration.timeouts, invalidator: invalidator,
                        channel: channel, thumbnails: configuration.thumbnailCache.map {
@@ -124,6 +126,9 @@ public final class MountSession {
         fuse_session_unmount(session)
         fileSystem.takeUnretainedValue().invalidator.drain()
         library.waitForFreedData()
+        let channel = fileSystem.takeUnretainedValue().channel
+        if let report = channel.ringReport { Log.info(report) }
+        channel.stopRing()
         fuse_session_destroy(session)
         fileSystem.release()
         return status

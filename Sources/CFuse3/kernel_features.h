@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
+#include <unistd.h>
 #include <linux/fuse.h>
 
 // libfuse 3.17 negotiates passthrough itself (FUSE_CAP_PASSTHROUGH,
@@ -126,6 +127,28 @@ static inline int albumfs_init_reply_patch(void *reply, size_t length, uint64_t 
         asked |= ALBUMFS_ASKED_DIRECT_IO_ALLOW_MMAP;
     }
     return asked;
+}
+
+// FUSE_OVER_IO_URING (7.42, Linux 6.14, when the fuse module's enable_uring
+// is on): bit 41 of the INIT flags, bit 9 of flags2. See FuseRing.
+#define ALBUMFS_FUSE_OVER_IO_URING_FLAGS2 (1u << 9)
+_Static_assert(offsetof(struct fuse_init_out, max_write) == 20, "fuse_init_out.max_write moved");
+_Static_assert(offsetof(struct fuse_init_out, max_pages) == 28, "fuse_init_out.max_pages moved");
+
+/// The bytes a ring entry's payload buffer needs for the connection libfuse's
+/// INIT reply sets up (the kernel refuses a smaller one), or 0 when the
+/// kernel did not offer FUSE over io_uring.
+static inline size_t albumfs_init_reply_ring_payload(const void *reply, size_t length, uint64_t offered) {
+    if (length < sizeof(struct fuse_init_out) || !((offered >> 32) & ALBUMFS_FUSE_OVER_IO_URING_FLAGS2)) return 0;
+    const struct fuse_init_out *out = reply;
+    if (!(out->flags & FUSE_INIT_EXT)) return 0;
+    size_t payload = out->max_write > 8192 ? out->max_write : 8192;
+    size_t pages = (out->flags & FUSE_MAX_PAGES) ? (size_t) out->max_pages * (size_t) sysconf(_SC_PAGESIZE) : 0;
+    return pages > payload ? pages : payload;
+}
+
+static inline void albumfs_init_reply_ask_ring(void *reply) {
+    ((struct fuse_init_out *) reply)->flags2 |= ALBUMFS_FUSE_OVER_IO_URING_FLAGS2;
 }
 
 static inline void albumfs_fill_open_out(struct fuse_open_out *out, const struct fuse_file_info *fi, int backing_id) {

@@ -161,6 +161,8 @@ struct MountCommand {
             configuration.singleThreaded = singleThreaded
             configuration.fuseOptions = options.fuseOptions
             configuration.passthrough = options.passthrough
+            // -s: one thread serves every request; the ring's threads would be more.
+            configuration.ring = options.ring && !singleThreaded
             if options.thumbnails {
                 let environment = ["XDG_CACHE_HOME", "HOME"].reduce(into: [String: String]()) { found, name in
                     if let value = getenv(name) { found[name] = String(cString: value) }

@@ -6,6 +6,10 @@ struct MountOptions {
     /// `nopassthrough`: serve every read and write through the daemon, even
     /// where the kernel could serve them from the content files itself.
     var passthrough = true
+    /// `uring`: take requests through io_uring where the kernel offers FUSE
+    /// over io_uring (Linux 6.14+ with the fuse module's `enable_uring` on);
+    /// `nouring` (the default): through /dev/fuse.
+    var ring = false
     /// `trash_days=N`: days deleted assets stay in Recently Deleted (0: none).
     var trashDays = 30
     /// `cache_size=SIZE` (bytes, or with K, M, G, T: powers of 1024): with a
@@ -53,6 +57,8 @@ struct MountOptions {
                 if option == "rw" { readOnly = false }
             } else if option == "nopassthrough" || option == "passthrough" {
                 passthrough = option == "passthrough"
+            } else if option == "nouring" || option == "uring" {
+                ring = option == "uring"
             } else if option == "nothumbnails" || option == "thumbnails" {
                 thumbnails = option == "thumbnails"
             } else if option.hasPrefix("trash_days=") {

@@ -267,6 +267,7 @@ def mount(tmp_path, request):
     finally:
         timer.cancel()
         late += m.cleanup()
+        late += _transport_problems([m])
         call = getattr(request.node, "rep_call", None)
         if late or m.watchdog_fired or (call is not None and call.failed):
             print(f"--- albumfs log ({m.log}) ---\n{m.log_text()}")
@@ -317,6 +318,7 @@ def mount_factory(tmp_path, request):
         timer.cancel()
         for m in made:
             late += m.cleanup()
+        late += _transport_problems(made)
         call = getattr(request.node, "rep_call", None)
         if late or fired.is_set() or (call is not None and call.failed):
             for m in made[-3:]:
@@ -325,6 +327,20 @@ def mount_factory(tmp_path, request):
         pytest.fail(f"watchdog: test ran longer than {budget} s; its mounts were aborted", pytrace=False)
     if late:
         pytest.fail("\n".join(late), pytrace=False)
+
+
+def _transport_problems(mounts) -> list[str]:
+    """With ALBUMFS_TEST_OPTIONS=uring (scripts/test's io_uring pass, the kernel's enable_uring
+    on): a mount that took /dev/fuse instead would prove nothing of the ring."""
+    if "uring" not in EXTRA_MOUNT_OPTIONS:
+        return []
+    problems = []
+    for m in mounts:
+        # The whole log (log_text keeps its tail only); gone with a public dir the test removed.
+        if m.starts and m.log is not None and m.log.exists() \
+                and b"requests: FUSE over io_uring" not in m.log.read_bytes():
+            problems.append(f"{m.mp} took requests through /dev/fuse, not io_uring (is enable_uring on?)")
+    return problems
 
 
 def _failed(request) -> bool:

@@ -1,7 +1,7 @@
 # Debian packages albumfs needs to build, mount and test, and how to get them.
 # Sourced by scripts/run and scripts/test.
 
-ALBUMFS_PACKAGES=(libfuse3-dev fuse3 libsqlite3-dev libsystemd-dev libmagic-dev libexif-dev libheif-dev libturbojpeg0-dev libpng-dev libssl-dev libcurl4-openssl-dev libzstd-dev pkg-config rsync attr psmisc util-linux)
+ALBUMFS_PACKAGES=(libfuse3-dev liburing-dev fuse3 libsqlite3-dev libsystemd-dev libmagic-dev libexif-dev libheif-dev libturbojpeg0-dev libpng-dev libssl-dev libcurl4-openssl-dev libzstd-dev pkg-config rsync attr psmisc util-linux)
 # For the tests: the media tools that make the test photos and videos (ImageMagick, exiftool, heif-enc, ffmpeg/ffprobe); GIO's gio tool and GVfs's trash backend (the trash), vim (side files), samba and smbclient (the share), man-db and systemd (the installed man page and units), Nautilus under Xvfb (xdpyinfo from x11-utils: the thumbnails).
 # For the tests of originals kept in S3 (scripts/lib/radosgw, Tests/integration/objectstore.py): a
 # one-node Ceph (monitor, OSD, RADOS Gateway, the ceph and radosgw-admin CLIs) as a real S3 server on

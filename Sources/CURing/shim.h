@@ -1,0 +1,2 @@
+// liburing, for FUSE over io_uring (FuseRing).
+#include <liburing.h>

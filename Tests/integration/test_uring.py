@@ -1,0 +1,103 @@
+"""FUSE over io_uring (`-o uring`: DeviceChannel, FuseRing). Where the kernel offers it
+(Linux 6.14+ with the fuse module's enable_uring on, a switch only root can turn), requests
+come through per-CPU io_uring queues instead of read() and writev() on /dev/fuse; where it
+does not, the mount says so and takes /dev/fuse. SEMANTICS.md holds either way: these tests
+check that the calls give the same results through the ring, that they did come through it,
+and the fallback. scripts/test runs the visibility, crash and concurrency tests once more
+with the ring on."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ENABLE = Path("/sys/module/fuse/parameters/enable_uring")
+CAN_SWITCH = ENABLE.exists() and os.geteuid() == 0
+
+
+@contextlib.contextmanager
+def uring_offered(offered: bool):
+    """The kernel's switch, set for the block and put back after it."""
+    before = ENABLE.read_text().strip()
+    ENABLE.write_text("Y" if offered else "N")
+    try:
+        yield
+    finally:
+        ENABLE.write_text(before)
+
+
+def exercise(m) -> int:
+    """Calls of every kind a photo library sees, each checked; returns how many were made."""
+    album = m.albums / "Trip"
+    album.mkdir()
+    calls = 1
+    photos = {}
+    for i in range(60):
+        data = os.urandom(4096 + 997 * i)
+        (album / f"p{i:02}.jpg").write_bytes(data)   # LOOKUP, CREATE, WRITE, RELEASE
+        photos[f"p{i:02}.jpg"] = data
+        calls += 4
+    # Larger than one request's payload (1 MiB): WRITEs and READs that fill the ring's buffer.
+    big = os.urandom((3 << 20) + 12345)
+    (m.roll / "clip.mov").write_bytes(big)
+    assert hashlib.sha256((m.roll / "clip.mov").read_bytes()).digest() == hashlib.sha256(big).digest()
+    calls += 12
+    assert sorted(os.listdir(album)) == sorted(photos)
+    for name, data in photos.items():
+        assert (album / name).read_bytes() == data
+        assert os.stat(album / name).st_size == len(data)
+        assert (m.roll / name).read_bytes() == data   # the roll shows every asset (SEMANTICS § Model)
+        calls += 6
+    for i in range(0, 60, 3):
+        os.rename(album / f"p{i:02}.jpg", album / f"r{i:02}.jpg")
+        os.unlink(album / f"p{i + 1:02}.jpg")
+        calls += 2
+    names = sorted(os.listdir(album))
+    assert len(names) == 40 and "r00.jpg" in names and "p01.jpg" not in names
+    assert (album / "r03.jpg").read_bytes() == photos["p03.jpg"]
+    # Unlinking in an album drops the reference only (SEMANTICS § Model).
+    assert (m.roll / "p01.jpg").read_bytes() == photos["p01.jpg"]
+    calls += 3
+    return calls
+
+
+@pytest.mark.skipif(not CAN_SWITCH, reason="needs root and a kernel with FUSE over io_uring (Linux 6.14+)")
+def test_requests_come_through_the_ring_where_the_kernel_offers_it(mount_factory):
+    with uring_offered(True):
+        m = mount_factory("m", options=["uring", "nopassthrough"])
+        calls = exercise(m)
+        m.unmount()
+    log = m.log_text()
+    assert "requests: FUSE over io_uring" in log, log
+    served = re.search(r"requests served through io_uring: (\d+)", log)
+    assert served, log
+    # Every call above is at least one request; a few go to /dev/fuse before the ring is up.
+    assert int(served.group(1)) >= calls, log
+    assert "ended an entry early" not in log, log
+
+
+@pytest.mark.skipif(ENABLE.exists() and not CAN_SWITCH and ENABLE.read_text().strip() == "Y",
+                    reason="the kernel offers the ring and only root can switch that off")
+def test_where_the_kernel_offers_no_ring_requests_stay_on_dev_fuse(mount_factory):
+    with uring_offered(False) if CAN_SWITCH else contextlib.nullcontext():
+        m = mount_factory("m", options=["uring"])
+        exercise(m)
+        m.unmount()
+    log = m.log_text()
+    assert "requests: /dev/fuse (-o uring: this kernel offers no FUSE over io_uring" in log, log
+    assert "io_uring:" not in log.replace("offers no FUSE over io_uring;", ""), log
+
+
+@pytest.mark.skipif(not CAN_SWITCH, reason="needs root and a kernel with FUSE over io_uring (Linux 6.14+)")
+def test_without_the_option_the_ring_is_not_used(mount_factory):
+    with uring_offered(True):
+        m = mount_factory("m")
+        (m.roll / "a.jpg").write_bytes(b"a")
+        assert (m.roll / "a.jpg").read_bytes() == b"a"
+        m.unmount()
+    assert "io_uring" not in m.log_text(), m.log_text()
