@@ -12,7 +12,7 @@ extension FileSystem {
         s.st_uid = a.uid
         s.st_gid = a.gid
         s.st_size = Int(a.size)
-        s.st_blksize = preferredBlockSize
+        s.st_blksize = preferredBlockSize(of: a)
         // `du` counts what is on the local disk; `du --apparent-size` the library.
         s.st_blocks = a.isRemoteOnly ? 0 : Int((a.size + 511) / 512)
         s.st_atim = timespec(nanoseconds: a.accessTime)

@@ -359,6 +359,20 @@ def test_a_users_mount_takes_the_daemon_path_with_its_own_block_size(mount_facto
             m.unmount()
 
 
+def test_through_the_daemon_a_file_reports_the_block_size_of_its_use(mount_factory):
+    """On the daemon path (DESIGN.md § Data path) an empty file reports a block size of 1 MiB, so
+    that cp, which sizes its buffer by its destination's st_blksize right after creating it,
+    writes in 1 MiB requests; a file with data reports 4 KiB, as on the disk below, so that cat
+    reads it with its usual 128 KiB buffer, not a fresh 1 MiB one per file."""
+    m = mount_factory("m", options=["nopassthrough"])
+    path = m.roll / "a.jpg"
+    with open(path, "wb") as f:
+        assert os.fstat(f.fileno()).st_blksize == 1 << 20
+        f.write(os.urandom(100_000))
+    assert os.stat(path).st_blksize == 4096
+    assert os.stat(m.albums).st_blksize == 1 << 20
+
+
 def test_the_data_path_is_logged_once_per_mount(mount_factory):
     m = mount_factory("m", options=["nopassthrough"])
     (m.roll / "a.jpg").write_bytes(b"a")
@@ -381,7 +395,8 @@ def test_a_store_passthrough_cannot_stack_on_falls_back_for_the_whole_mount(moun
             assert os.stat(m.roll).st_blksize == 1 << 20, "the first stat reported the passthrough block size"
             path.write_bytes(b"through the daemon")
             assert path.read_bytes() == b"through the daemon"
-            assert os.stat(path).st_blksize == 1 << 20
+            (m.roll / "empty.jpg").touch()
+            assert os.stat(m.roll / "empty.jpg").st_blksize == 1 << 20
             assert "passthrough is off" in m.log_text() and "Too many levels" in m.log_text(), m.log_text()
             assert m.log_text().count("passthrough is off") == 1, m.log_text()
         finally:
