@@ -22,6 +22,9 @@ def main():
     parser.add_argument("--scale-assets", type=int, help="assets in the scale store")
     parser.add_argument("--data-path", choices=("passthrough", "daemon"), default="passthrough",
                         help="daemon: mount with -o nopassthrough, every read and write through the daemon")
+    parser.add_argument("--uring", action="store_true",
+                        help="mount with -o uring: requests through FUSE over io_uring (Linux 6.14+; root must "
+                             "first turn on /sys/module/fuse/parameters/enable_uring)")
     parser.add_argument("--as-user", metavar="NAME",
                         help="mount and run every timed command as this unprivileged user (root only drops "
                              "the caches); a user's mount never has passthrough")

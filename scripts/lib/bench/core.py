@@ -47,6 +47,14 @@ class Bench(Measurements):
         # --data-path daemon: every read and write through the daemon, as on a kernel
         # without FUSE passthrough (a user's mount takes that path whatever it asks).
         self.mount_options = ["nopassthrough"] if args.data_path == "daemon" else []
+        # --uring: requests through FUSE over io_uring, where the kernel offers it (its switch is
+        # root's to turn, never the bench's: a run that cannot have the ring stops here).
+        if args.uring:
+            switch = "/sys/module/fuse/parameters/enable_uring"
+            if not os.path.exists(switch) or open(switch).read().strip() != "Y":
+                raise BenchError(f"--uring: the kernel offers no FUSE over io_uring ({switch} is not Y: "
+                                 f"as root, echo Y > {switch}; Linux 6.14+)")
+            self.mount_options.append("uring")
         if os.environ.get("ALBUMFS_BENCH_STEP_TIMEOUT"):
             self.timeout = int(os.environ["ALBUMFS_BENCH_STEP_TIMEOUT"])
         if args.scale_assets:
@@ -228,6 +236,15 @@ class Bench(Measurements):
             seconds = self.mount.mount()
             self.notes.append(f"mount of the new, empty bench store: {seconds:.3f} s")
             self.notes.append(self.describe_data_path())
+            if "uring" in self.mount_options:
+                # The ring is made when INIT is answered, which the mount command does not wait for.
+                deadline = time.monotonic() + 10
+                while (rings := self.mount.io_uring_count()) == 0 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if rings == 0:
+                    self.problem("--uring: the daemon has no io_uring: its requests come through /dev/fuse")
+                else:
+                    self.notes.append(f"requests through FUSE over io_uring: the daemon has {rings} io_urings")
             if self.workloads & {"W3", "W6", "W7"}:
                 self.build_album()
             if self.workloads & {"W1", "W2"}:
@@ -274,7 +291,8 @@ class Bench(Measurements):
         """Who runs the mount and the timed commands, and the data path the daemon took
         (it logs a refused passthrough; a user's mount is refused by the kernel: EPERM)."""
         who = f"uid {os.getuid()}" + (" (root)" if os.getuid() == 0 else f" ({self.args.as_user})")
-        asked = "-o nopassthrough" if self.mount_options else "default options (passthrough where the kernel allows)"
+        asked = ("-o " + ",".join(self.mount_options) if self.mount_options
+                 else "default options (passthrough where the kernel allows)")
         return f"mount and timed commands run as {who}, {asked}"
 
     def describe_checkout(self):

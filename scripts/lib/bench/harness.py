@@ -137,6 +137,17 @@ class Mount(AlbumfsMount):
         os.makedirs(cache, exist_ok=True)
         super().__init__(binary, store, mountpoint, options=options, create=create, env={"XDG_CACHE_HOME": cache})
 
+    def io_uring_count(self):
+        """The io_urings the daemon holds (-o uring: one per ring entry)."""
+        fds = f"/proc/{self.pid}/fd"
+        count = 0
+        for fd in os.listdir(fds):
+            try:
+                count += os.readlink(os.path.join(fds, fd)) == "anon_inode:[io_uring]"
+            except OSError:
+                pass
+        return count
+
     def kill(self):
         """The last resort for a hung mount: the daemon dies, the kernel fails every request
         waiting on it, and the mount can be unmounted."""
