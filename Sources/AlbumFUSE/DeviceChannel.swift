@@ -1,5 +1,4 @@
 import CFuse3
-import FuseRing
 import Glibc
 import Synchronization
 
@@ -31,9 +30,8 @@ import Synchronization
 final class DeviceChannel: Sendable {
     let wantsPassthrough: Bool
     let wantsRing: Bool
-    /// Ring entries (each a thread) per CPU queue: as many requests of one
-    /// CPU's callers as may wait in the daemon at once.
-    static let ringEntriesPerQueue: UInt32 = 4
+    /// FUSE over io_uring, once INIT took it (`-o uring`).
+    let ring = RequestRing()
     /// The unique id of the INIT request while its reply is pending, and
     /// what the kernel offered in it.
     private let pendingInit = Atomic<UInt64>(0)
@@ -42,31 +40,10 @@ final class DeviceChannel: Sendable {
     private let negotiatedDirectIOMmap = Atomic<Bool>(false)
     private let descriptor = Atomic<Int32>(-1)
     private let session = Atomic<UInt>(0)
-    /// The albumfs_ring serving requests (0: none, all through /dev/fuse).
-    private let ring = Atomic<UInt>(0)
 
     init(wantsPassthrough: Bool, wantsRing: Bool = false) {
         self.wantsPassthrough = wantsPassthrough
         self.wantsRing = wantsRing
-    }
-
-    private var activeRing: OpaquePointer? { OpaquePointer(bitPattern: ring.load(ordering: .acquiring)) }
-
-    /// Whether requests come through io_uring.
-    var hasRing: Bool { activeRing != nil }
-
-    /// What the ring did, for the unmount's log line (nil: no ring).
-    var ringReport: String? {
-        guard let ring = activeRing else { return nil }
-        let error = albumfs_ring_entry_error(ring)
-        return "requests served through io_uring: \(albumfs_ring_served(ring))"
-            + (error == 0 ? "" : "; the kernel ended an entry early: \(String(cString: strerror(error)))")
-    }
-
-    /// Ends the ring's threads. After the session's loop, before fuse_session_destroy.
-    func stopRing() {
-        let pointer = ring.exchange(0, ordering: .acquiringAndReleasing)
-        if let stopped = OpaquePointer(bitPattern: pointer) { albumfs_ring_stop(stopped) }
     }
 
     /// /dev/fuse, for the passthrough ioctls.
@@ -108,10 +85,7 @@ final class DeviceChannel: Sendable {
     }
 
     private func send(_ fd: Int32, _ iov: UnsafeMutablePointer<iovec>?, _ count: Int32) -> Int {
-        if let ring = activeRing {
-            let sent = albumfs_ring_reply(ring, iov, count)
-            if sent >= 0 { return sent }
-        }
+        if let sent = ring.reply(iov, count) { return sent }
         let pending = pendingInit.load(ordering: .acquiring)
         guard pending != 0, let iov, count == 2, albumfs_reply_unique(iov, count) == pending else {
             return Glibc.writev(fd, iov, count)
@@ -129,12 +103,8 @@ final class DeviceChannel: Sendable {
         if newRing != nil { albumfs_init_reply_ask_ring(reply) }
         var patched = [iov[0], iovec(iov_base: reply, iov_len: length)]
         let sent = Glibc.writev(fd, &patched, 2)
-        if let newRing, sent < 0 {
-            albumfs_ring_stop(newRing)
-        } else if let newRing {
-            // The kernel took the reply: the entries may register now.
-            ring.store(UInt(bitPattern: newRing), ordering: .releasing)
-            albumfs_ring_start(newRing)
+        if let newRing {
+            if sent < 0 { RequestRing.discard(newRing) } else { ring.start(newRing) }
         }
         return sent
     }
@@ -146,12 +116,7 @@ final class DeviceChannel: Sendable {
             Log.info("requests: /dev/fuse (-o uring: this kernel offers no FUSE over io_uring; Linux 6.14+ does, with the fuse module's enable_uring on)")
             return nil
         }
-        let session = UnsafeMutableRawPointer(bitPattern: self.session.load(ordering: .acquiring))
-        guard let made = albumfs_ring_create(session, device, Self.ringEntriesPerQueue, payload) else {
-            Log.error("requests stay on /dev/fuse: cannot set up FUSE over io_uring (\(String(cString: strerror(errno))))")
-            return nil
-        }
-        Log.info("requests: FUSE over io_uring (\(albumfs_ring_queue_count()) queues × \(Self.ringEntriesPerQueue) entries)")
-        return made
+        return RequestRing.make(session: UnsafeMutableRawPointer(bitPattern: session.load(ordering: .acquiring)),
+                                device: device, payload: payload)
     }
 }

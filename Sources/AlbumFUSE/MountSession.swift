@@ -126,9 +126,9 @@ public final class MountSession {
         fuse_session_unmount(session)
         fileSystem.takeUnretainedValue().invalidator.drain()
         library.waitForFreedData()
-        let channel = fileSystem.takeUnretainedValue().channel
-        if let report = channel.ringReport { Log.info(report) }
-        channel.stopRing()
+        let ring = fileSystem.takeUnretainedValue().channel.ring
+        if let report = ring.report { Log.info(report) }
+        ring.stop()
         fuse_session_destroy(session)
         fileSystem.release()
         return status

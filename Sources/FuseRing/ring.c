@@ -107,7 +107,7 @@ unsigned albumfs_ring_queue_count(void) {
 
 static void prepare_command(struct entry *e, int command) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&e->uring);
-    // Each entry has one command in flight at most, and its ring room for two.
+    // An SQE128 is two io_uring_sqe long; an entry has one command in flight at most.
     memset(sqe, 0, 2 * sizeof(*sqe));
     sqe->opcode = IORING_OP_URING_CMD;
     sqe->fd = e->ring->device;
