@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import pwd
 import re
 from pathlib import Path
 
 import pytest
+
+from albumfs_testlib import as_user, public_tmpdir
 
 ENABLE = Path("/sys/module/fuse/parameters/enable_uring")
 CAN_SWITCH = ENABLE.exists() and os.geteuid() == 0
@@ -79,6 +82,26 @@ def test_requests_come_through_the_ring_where_the_kernel_offers_it(mount_factory
     # Every call above is at least one request; a few go to /dev/fuse before the ring is up.
     assert int(served.group(1)) >= calls, log
     assert "ended an entry early" not in log, log
+
+
+@pytest.mark.skipif(not CAN_SWITCH, reason="needs root and a kernel with FUSE over io_uring (Linux 6.14+)")
+def test_a_normal_users_mount_takes_the_ring_too(mount_factory):
+    """The ring needs no privilege: the kernel's switch is root's, a mount's use of it is not."""
+    uid = next((e.pw_uid for e in pwd.getpwall() if 1000 <= e.pw_uid < 60000), 65534)
+    with uring_offered(True), public_tmpdir() as pub:
+        m = mount_factory("m", base=pub / "m", uid=uid, options=["uring"])
+        source = pub / "a.src"
+        source.write_bytes(os.urandom((2 << 20) + 4321))
+        os.chmod(source, 0o644)
+        copied = as_user(["cp", source, m.roll / "a.jpg"], uid=uid, gid=uid)
+        assert copied.returncode == 0, copied.stderr
+        compared = as_user(["cmp", source, m.roll / "a.jpg"], uid=uid, gid=uid)
+        assert compared.returncode == 0, compared.stdout + compared.stderr
+        m.unmount()
+        log = m.log_text()   # before the public dir, and the log in it, go
+    assert "requests: FUSE over io_uring" in log, log
+    served = re.search(r"requests served through io_uring: (\d+)", log)
+    assert served and int(served.group(1)) >= 5, log
 
 
 @pytest.mark.skipif(ENABLE.exists() and not CAN_SWITCH and ENABLE.read_text().strip() == "Y",
