@@ -1,6 +1,5 @@
 import AlbumCore
 import CFuse3
-import FuseRing
 import Glibc
 
 /// create, open, read, write, fallocate, flush, release, fsync. An open file's handle
@@ -57,16 +56,11 @@ extension Operations {
         ops.read = { req, _, size, offset, fi in
             let fs = FileSystem.of(req)
             fs.replying(req) { () throws(LibraryError) in
-                // Served through io_uring: read straight into the entry's
-                // reply buffer, which the reply then needs no copy into.
-                var room = 0
-                if let ringBuffer = albumfs_ring_reply_buffer(&room), room >= size {
-                    let count = try fs.library.read(Operations.file(fi), into: ringBuffer, count: size, at: Int64(offset))
-                    fuse_reply_buf(req, ringBuffer.assumingMemoryBound(to: CChar.self), count)
-                    return
-                }
-                let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 4096)
-                defer { buffer.deallocate() }
+                // Served through io_uring: straight into the entry's reply
+                // buffer, which the reply then needs no copy into.
+                let ringBuffer = RequestRing.replyBuffer(holding: size)
+                let buffer = ringBuffer ?? UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 4096)
+                defer { if ringBuffer == nil { buffer.deallocate() } }
                 let count = try fs.library.read(Operations.file(fi), into: buffer, count: size, at: Int64(offset))
                 fuse_reply_buf(req, buffer.assumingMemoryBound(to: CChar.self), count)
             }

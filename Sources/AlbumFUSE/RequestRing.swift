@@ -46,6 +46,15 @@ final class RequestRing: Sendable {
         return sent >= 0 ? sent : nil
     }
 
+    /// Where the reply to the request this thread serves through the ring
+    /// can be built with no copy, if it holds `size` bytes; nil: not served
+    /// through the ring. Only for a request with no payload of its own (READ).
+    static func replyBuffer(holding size: Int) -> UnsafeMutableRawPointer? {
+        var room = 0
+        guard let buffer = albumfs_ring_reply_buffer(&room), room >= size else { return nil }
+        return buffer
+    }
+
     /// What the ring did, for the unmount's log line (nil: no ring).
     var report: String? {
         guard let ring = active else { return nil }

@@ -7,6 +7,7 @@ import ctypes
 import errno
 import hashlib
 import os
+import pwd
 import random
 import re
 import shutil
@@ -321,6 +322,11 @@ def renameat2(src, dst, flags: int) -> None:
 # --- other users, other filesystems ------------------------------------------
 
 NOBODY = 65534
+
+
+def a_normal_user() -> int:
+    """The uid of a real unprivileged account (the first of 1000–59999), else nobody's."""
+    return next((e.pw_uid for e in pwd.getpwall() if 1000 <= e.pw_uid < 60000), NOBODY)
 
 
 def as_user(cmd, *, uid: int = NOBODY, gid: int = NOBODY, timeout: float = 60,

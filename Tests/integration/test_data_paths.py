@@ -12,7 +12,6 @@ import ctypes
 import gzip
 import mmap
 import os
-import pwd
 import signal
 import subprocess
 import threading
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from albumfs_testlib import as_user, assert_fsck_clean, proc_io, public_tmpdir, run
+from albumfs_testlib import a_normal_user, as_user, assert_fsck_clean, proc_io, public_tmpdir, run
 
 MODES = {"passthrough": [], "daemon": ["nopassthrough"]}
 
@@ -337,7 +336,7 @@ def test_a_users_mount_takes_the_daemon_path_with_its_own_block_size(mount_facto
     daemon path's 1 MiB block size, so cp writes 1 MiB per request, not 4 KiB."""
     if os.geteuid() != 0:
         pytest.skip("a mount as another user needs root to set it up")
-    uid = next((e.pw_uid for e in pwd.getpwall() if 1000 <= e.pw_uid < 60000), 65534)
+    uid = a_normal_user()
     with public_tmpdir() as pub:
         m = mount_factory("m", base=pub / "m", uid=uid)
         try:

@@ -151,6 +151,7 @@ def test_a_purge_deletes_the_object_only_when_no_twin_needs_it(remote_mount):
     assert key in objects(m), "an object its twin still needs was deleted"
     os.unlink(m.roll / "b.jpg")
     os.unlink(m.mp / "Recently Deleted" / "b.jpg")
+    # The object's delete is background work (SEMANTICS.md § Remote storage, purges): eventual.
     assert poll(lambda: key not in objects(m), SYNC_TIMEOUT, 0.2), "the last twin's purge left its object"
 
 
