@@ -36,6 +36,7 @@ final class RequestRing: Sendable {
     /// A ring made for an INIT reply the kernel never took: its threads end unstarted.
     static func discard(_ made: OpaquePointer) {
         albumfs_ring_stop(made)
+        albumfs_ring_free(made)
     }
 
     /// Hands a reply to the ring if it answers a request the ring serves;
@@ -63,9 +64,14 @@ final class RequestRing: Sendable {
             + (error == 0 ? "" : "; the kernel ended an entry early: \(String(cString: strerror(error)))")
     }
 
-    /// Ends the ring's threads. After the session's loop, before fuse_session_destroy.
+    /// Ends the ring's threads. After the session's loop, before
+    /// fuse_session_destroy. The ring stays reachable until they are gone: a
+    /// request one of them still serves replies through it (sent to
+    /// /dev/fuse, that reply was lost and its thread waited for it forever).
     func stop() {
-        let stopped = pointer.exchange(0, ordering: .acquiringAndReleasing)
-        if let ring = OpaquePointer(bitPattern: stopped) { albumfs_ring_stop(ring) }
+        guard let ring = active else { return }
+        albumfs_ring_stop(ring)
+        pointer.store(0, ordering: .releasing)
+        albumfs_ring_free(ring)
     }
 }

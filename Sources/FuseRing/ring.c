@@ -110,7 +110,10 @@ static void prepare_command(struct entry *e, int command) {
     // An SQE128 is two io_uring_sqe long; an entry has one command in flight at most.
     memset(sqe, 0, 2 * sizeof(*sqe));
     sqe->opcode = IORING_OP_URING_CMD;
-    sqe->fd = e->ring->device;
+    // /dev/fuse as the ring's own registered file: libfuse closes its
+    // descriptor at unmount, while an entry may still commit a reply.
+    sqe->fd = 0;
+    sqe->flags = IOSQE_FIXED_FILE;
     sqe->cmd_op = (uint32_t) command;
     io_uring_sqe_set_data64(sqe, (uint64_t) command);
     struct ring_cmd_req *request = (struct ring_cmd_req *) sqe->cmd;
@@ -173,6 +176,8 @@ static int make_uring(struct entry *e) {
     int rc = io_uring_queue_init_params(4, &e->uring, &params);
     if (rc < 0) return rc;
     e->has_uring = 1;
+    rc = io_uring_register_files(&e->uring, &e->ring->device, 1);
+    if (rc < 0) return rc;
     // The stop signal: a poll of the ring's eventfd.
     struct io_uring_sqe *sqe = io_uring_get_sqe(&e->uring);
     io_uring_prep_poll_add(sqe, e->ring->stop_event, POLLIN);
@@ -352,7 +357,6 @@ uint64_t albumfs_ring_served(const albumfs_ring *ring) {
 }
 
 void albumfs_ring_stop(albumfs_ring *ring) {
-    if (!ring) return;
     pthread_mutex_lock(&ring->lock);
     if (ring->go == 0) {  // never started: the kernel did not take the INIT reply
         ring->go = -1;
@@ -362,5 +366,13 @@ void albumfs_ring_stop(albumfs_ring *ring) {
     uint64_t one = 1;
     // Cannot fail: a counter of 1 never overflows.
     (void) !write(ring->stop_event, &one, sizeof one);
+    for (unsigned i = 0; i < ring->count; i++) {
+        struct entry *e = &ring->entries[i];
+        if (e->started) pthread_join(e->thread, NULL);
+        e->started = 0;
+    }
+}
+
+void albumfs_ring_free(albumfs_ring *ring) {
     destroy(ring);
 }

@@ -61,9 +61,12 @@ int albumfs_ring_entry_error(const albumfs_ring *ring);
 /// Requests served through the ring so far.
 uint64_t albumfs_ring_served(const albumfs_ring *ring);
 
-/// Ends every entry's thread (each finishes the request it serves) and
-/// frees the ring. Call after the session's loop has ended, before
-/// fuse_session_destroy.
+/// Ends every entry's thread (each finishes the request it serves, whose
+/// reply must still reach `albumfs_ring_reply`). Call after the session's
+/// loop has ended, before fuse_session_destroy; then `albumfs_ring_free`.
 void albumfs_ring_stop(albumfs_ring *ring);
+
+/// Frees a stopped ring.
+void albumfs_ring_free(albumfs_ring *ring);
 
 #endif
